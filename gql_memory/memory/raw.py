@@ -1,0 +1,241 @@
+"""L0 raw dialogue: the verbatim transcript of every conversation (seed 004, seed 003 res. 4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from sqlalchemy import Row, and_, select, text, tuple_
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.db.tables import raw_dialogue
+from gql_memory.errors import ValidationError
+from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.validation import (
+    require_id,
+    require_json_object,
+    require_page_size,
+    require_session_id,
+    require_text,
+)
+
+DATE_RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})$")
+DATE_RANGE_HELP = "Invalid date_range format. Expected: YYYY-MM-DD:YYYY-MM-DD"
+MAX_BATCH = 10_000
+# Full-text indexing reads at most this much of a turn (tsvector has a 1 MB limit).
+TSV_MAX_CHARS = 200_000
+_RETURNED = (
+    raw_dialogue.c.id,
+    raw_dialogue.c.session_id,
+    raw_dialogue.c.speaker,
+    raw_dialogue.c.content,
+    raw_dialogue.c.metadata,
+    raw_dialogue.c.timestamp,
+)
+
+
+@dataclass(frozen=True)
+class RawDialogue:
+    """One stored dialogue turn."""
+
+    id: int
+    session_id: str
+    speaker: str
+    content: str
+    metadata: dict[str, Any] | None
+    timestamp: datetime
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> RawDialogue:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            session_id=m["session_id"],
+            speaker=m["speaker"],
+            content=m["content"],
+            metadata=m["metadata"],
+            timestamp=m["timestamp"],
+        )
+
+
+@dataclass(frozen=True)
+class RawDialogueInput:
+    """A turn to store; ``timestamp`` defaults to now (set it when importing transcripts)."""
+
+    session_id: str
+    speaker: str
+    content: str
+    metadata: dict[str, Any] | None = None
+    timestamp: datetime | None = None
+
+
+def parse_date_range(value: str) -> tuple[datetime, datetime]:
+    """'YYYY-MM-DD:YYYY-MM-DD' -> [start of first day, end of last day], both in UTC."""
+    match = DATE_RANGE.match(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise ValidationError(DATE_RANGE_HELP)
+    try:
+        start, end = (date.fromisoformat(part) for part in match.groups())
+    except ValueError as exc:
+        raise ValidationError(f"{DATE_RANGE_HELP} ({exc})") from exc
+    if end < start:
+        raise ValidationError("date_range end must not be before its start")
+    return (
+        datetime.combine(start, time.min, UTC),
+        datetime.combine(end + timedelta(days=1), time.min, UTC) - timedelta(microseconds=1),
+    )
+
+
+def _aware(moment: datetime, field: str) -> datetime:
+    if not isinstance(moment, datetime):
+        raise ValidationError(f"{field} must be a date-time")
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _validated(turn: RawDialogueInput) -> dict[str, Any]:
+    return {
+        "session_id": require_session_id(turn.session_id),
+        "speaker": require_text(turn.speaker, "speaker", max_length=50),
+        "content": require_text(turn.content, "content"),
+        "metadata": require_json_object(turn.metadata, "metadata"),
+        "timestamp": _aware(turn.timestamp, "timestamp") if turn.timestamp else None,
+    }
+
+
+class RawDialogueStore:
+    """Store and read raw dialogue turns of one namespace."""
+
+    def __init__(self, db: Database, settings: Settings, namespace: str) -> None:
+        self.db = db
+        self.settings = settings
+        self.namespace = namespace
+
+    async def store(
+        self,
+        session_id: str,
+        speaker: str,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+        timestamp: datetime | None = None,
+    ) -> RawDialogue:
+        """Store one turn and return it with its id and UTC timestamp."""
+        turn = RawDialogueInput(session_id, speaker, content, metadata, timestamp)
+        return (await self.store_many([turn]))[0]
+
+    async def store_many(self, turns: Sequence[RawDialogueInput]) -> list[RawDialogue]:
+        """Store many turns in one transaction: all of them or, on any invalid turn, none."""
+        if not turns:
+            raise ValidationError("input must contain at least one turn")
+        if len(turns) > MAX_BATCH:
+            raise ValidationError(f"input must contain at most {MAX_BATCH} turns")
+        rows = []
+        for index, turn in enumerate(turns):
+            try:
+                rows.append(_validated(turn))
+            except ValidationError as exc:
+                raise ValidationError(f"turn {index}: {exc}") if len(turns) > 1 else exc
+        async with self.db.write() as conn:
+            return await self._insert(conn, rows)
+
+    async def _insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[RawDialogue]:
+        """One INSERT ... SELECT FROM unnest(...): a single round trip for any batch size."""
+        result = await conn.execute(
+            text(
+                """
+                INSERT INTO raw_dialogue (namespace, session_id, speaker, content, metadata,
+                                          "timestamp", content_tsv)
+                SELECT :namespace, u.session_id, u.speaker, u.content, CAST(u.metadata AS jsonb),
+                       coalesce(u.ts, clock_timestamp()),
+                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
+                FROM unnest(CAST(:session_ids AS text[]), CAST(:speakers AS text[]),
+                            CAST(:contents AS text[]), CAST(:metadata AS text[]),
+                            CAST(:timestamps AS timestamptz[]))
+                     WITH ORDINALITY AS u(session_id, speaker, content, metadata, ts, ord)
+                ORDER BY u.ord
+                RETURNING id, session_id, speaker, content, metadata, "timestamp"
+                """
+            ).columns(metadata=JSONB),
+            {
+                "namespace": self.namespace,
+                "tsconfig": self.settings.text_search_config,
+                "tsv_max": TSV_MAX_CHARS,
+                "session_ids": [r["session_id"] for r in rows],
+                "speakers": [r["speaker"] for r in rows],
+                "contents": [r["content"] for r in rows],
+                "metadata": [
+                    None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows
+                ],
+                "timestamps": [r["timestamp"] for r in rows],
+            },
+        )
+        return sorted((RawDialogue.from_row(r) for r in result.all()), key=lambda t: t.id)
+
+    async def get(self, turn_id: Any) -> RawDialogue | None:
+        turn_id = require_id(turn_id)
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(*_RETURNED).where(
+                        raw_dialogue.c.id == turn_id, raw_dialogue.c.namespace == self.namespace
+                    )
+                )
+            ).first()
+        return RawDialogue.from_row(row) if row else None
+
+    async def list(
+        self,
+        *,
+        session_id: str | None = None,
+        from_: datetime | None = None,
+        to: datetime | None = None,
+        date_range: str | None = None,
+        speaker: str | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> Page[RawDialogue]:
+        """Newest first; filters combine with AND. No match is an empty page."""
+        limit = require_page_size(
+            first, self.settings.default_page_size, self.settings.max_page_size
+        )
+        if date_range is not None:
+            if from_ is not None or to is not None:
+                raise ValidationError("Use either dateRange or from/to, not both")
+            from_, to = parse_date_range(date_range)
+        if from_ is not None and to is not None and _aware(to, "to") < _aware(from_, "from"):
+            raise ValidationError("to must not be before from")
+        conditions = [raw_dialogue.c.namespace == self.namespace]
+        if session_id is not None:
+            conditions.append(raw_dialogue.c.session_id == require_session_id(session_id))
+        if speaker is not None:
+            conditions.append(raw_dialogue.c.speaker == require_text(speaker, "speaker"))
+        if from_ is not None:
+            conditions.append(raw_dialogue.c.timestamp >= _aware(from_, "from"))
+        if to is not None:
+            conditions.append(raw_dialogue.c.timestamp <= _aware(to, "to"))
+        if after is not None:
+            moment, row_id = decode_cursor(after)
+            conditions.append(
+                tuple_(raw_dialogue.c.timestamp, raw_dialogue.c.id) < tuple_(moment, row_id)
+            )
+        query = (
+            select(*_RETURNED)
+            .where(and_(*conditions))
+            .order_by(raw_dialogue.c.timestamp.desc(), raw_dialogue.c.id.desc())
+            .limit(limit + 1)
+        )
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        items = [RawDialogue.from_row(r) for r in rows[:limit]]
+        return Page(
+            items=items,
+            cursors=[encode_cursor(i.timestamp, i.id) for i in items],
+            has_next_page=len(rows) > limit,
+            has_previous_page=after is not None,
+        )

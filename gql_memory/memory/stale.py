@@ -1,0 +1,202 @@
+"""Stale memory: the unlimited archive of everything that left working memory (seed 000 E6)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Row, and_, select, text, tuple_
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gql_memory.db import Database
+from gql_memory.db.tables import stale_memory
+from gql_memory.errors import NotFoundError, ValidationError
+from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.validation import (
+    require_id,
+    require_importance,
+    require_page_size,
+    require_session_id,
+)
+
+if TYPE_CHECKING:
+    from gql_memory.config import Settings
+    from gql_memory.memory.working import WorkingMemory, WorkingMemoryResult
+
+
+class ArchiveReason(enum.Enum):
+    """Why an item left working memory."""
+
+    LRU_EVICTION = "LRU_EVICTION"
+    MANUAL_ARCHIVE = "MANUAL_ARCHIVE"
+    DECAY_EVICTION = "DECAY_EVICTION"
+
+
+def require_reason(value: Any) -> ArchiveReason:
+    if isinstance(value, ArchiveReason):
+        return value
+    try:
+        return ArchiveReason(str(value))
+    except ValueError as exc:
+        allowed = ", ".join(r.value for r in ArchiveReason)
+        raise ValidationError(f"reason must be one of {allowed}") from exc
+
+
+@dataclass(frozen=True)
+class StaleMemoryItem:
+    """An archived working-memory item, kept with its original content and importance."""
+
+    id: int
+    session_id: str
+    original_id: int | None
+    original_content: str
+    importance: float
+    reason: ArchiveReason
+    archived_at: datetime
+    ref_kind: str | None = None
+    ref_id: int | None = None
+    provenance: dict[str, Any] | None = None
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> StaleMemoryItem:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            session_id=m["session_id"],
+            original_id=m["original_id"],
+            original_content=m["original_content"],
+            importance=m["importance"],
+            reason=ArchiveReason(m["reason"]),
+            archived_at=m["archived_at"],
+            ref_kind=m["ref_kind"],
+            ref_id=m["ref_id"],
+            provenance=m["provenance"],
+        )
+
+
+class StaleMemory:
+    """Read and restore archived items of one namespace."""
+
+    def __init__(
+        self, db: Database, settings: Settings, namespace: str, working: WorkingMemory
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.namespace = namespace
+        self._working = working
+
+    async def get(self, item_id: Any) -> StaleMemoryItem | None:
+        item_id = require_id(item_id)
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(stale_memory).where(
+                        stale_memory.c.id == item_id, stale_memory.c.namespace == self.namespace
+                    )
+                )
+            ).first()
+        return StaleMemoryItem.from_row(row) if row else None
+
+    async def list(
+        self,
+        *,
+        session_id: str | None = None,
+        importance_min: float | None = None,
+        reason: ArchiveReason | str | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> Page[StaleMemoryItem]:
+        """Newest first, filtered by session, minimum importance and reason."""
+        limit = require_page_size(
+            first, self.settings.default_page_size, self.settings.max_page_size
+        )
+        conditions = [stale_memory.c.namespace == self.namespace]
+        if session_id is not None:
+            conditions.append(stale_memory.c.session_id == require_session_id(session_id))
+        if importance_min is not None:
+            conditions.append(
+                stale_memory.c.importance >= require_importance(importance_min, "importanceMin")
+            )
+        if reason is not None:
+            conditions.append(stale_memory.c.reason == require_reason(reason).value)
+        if after is not None:
+            moment, row_id = decode_cursor(after)
+            conditions.append(
+                tuple_(stale_memory.c.archived_at, stale_memory.c.id) < tuple_(moment, row_id)
+            )
+        query = (
+            select(stale_memory)
+            .where(and_(*conditions))
+            .order_by(stale_memory.c.archived_at.desc(), stale_memory.c.id.desc())
+            .limit(limit + 1)
+        )
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        items = [StaleMemoryItem.from_row(r) for r in rows[:limit]]
+        return Page(
+            items=items,
+            cursors=[encode_cursor(i.archived_at, i.id) for i in items],
+            has_next_page=len(rows) > limit,
+            has_previous_page=after is not None,
+        )
+
+    async def restore(self, item_id: Any) -> WorkingMemoryResult:
+        """Move an archived item back into its session's working memory (an add, may evict)."""
+        item_id = require_id(item_id)
+        async with self.db.write() as conn:
+            row = (
+                await conn.execute(
+                    stale_memory.delete()
+                    .where(
+                        stale_memory.c.id == item_id, stale_memory.c.namespace == self.namespace
+                    )
+                    .returning(*stale_memory.c)
+                )
+            ).first()
+            if row is None:
+                raise NotFoundError(f"Stale memory item {item_id} not found")
+            item = StaleMemoryItem.from_row(row)
+            return await self._working.add_in(
+                conn,
+                content=item.original_content,
+                importance=item.importance,
+                session_id=item.session_id,
+                ref_kind=item.ref_kind,
+                ref_id=item.ref_id,
+                provenance=item.provenance,
+            )
+
+
+async def archive_rows(
+    conn: AsyncConnection, namespace: str, ids: list[int], reason: ArchiveReason
+) -> list[StaleMemoryItem]:
+    """Move working-memory rows to stale memory in one statement (delete + insert)."""
+    if not ids:
+        return []
+    rows = (
+        await conn.execute(
+            text(
+                """
+                WITH moved AS (
+                    DELETE FROM working_memory
+                    WHERE namespace = :namespace AND id = ANY(:ids)
+                    RETURNING id, session_id, content, importance, ref_kind, ref_id, provenance,
+                              last_accessed
+                )
+                INSERT INTO stale_memory (namespace, session_id, original_id, original_content,
+                                          importance, reason, archived_at, ref_kind, ref_id,
+                                          provenance)
+                SELECT :namespace, session_id, id, content, importance, :reason,
+                       clock_timestamp(), ref_kind, ref_id, provenance
+                FROM moved
+                ORDER BY last_accessed, id
+                RETURNING *
+                """
+            ).columns(provenance=JSONB),
+            {"namespace": namespace, "ids": ids, "reason": reason.value},
+        )
+    ).all()
+    return [StaleMemoryItem.from_row(r) for r in rows]

@@ -1,0 +1,105 @@
+"""Input checks shared by every layer. Messages are part of the API: callers see them."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from gql_memory.errors import ValidationError
+
+MAX_JSON_DEPTH = 32
+MAX_JSON_BYTES = 1024 * 1024
+
+
+def check_storable(value: str, field: str) -> str:
+    """PostgreSQL text cannot hold NUL and UTF-8 cannot hold lone surrogates: refuse both."""
+    if "\x00" in value:
+        raise ValidationError(f"{field} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{field} contains invalid Unicode (lone surrogate)") from exc
+    return value
+
+
+def require_text(value: Any, field: str, *, max_length: int | None = None) -> str:
+    """A non-empty string (not just whitespace), storable, and at most ``max_length`` chars."""
+    if value is None or not isinstance(value, str):
+        raise ValidationError(f"{field} is required")
+    if not value.strip():
+        raise ValidationError(f"{field} must not be empty")
+    if max_length is not None and len(value) > max_length:
+        raise ValidationError(f"{field} must be at most {max_length} characters")
+    return check_storable(value, field)
+
+
+def require_session_id(value: Any) -> str:
+    return require_text(value, "sessionId", max_length=255)
+
+
+def require_importance(value: Any, field: str = "Importance") -> float:
+    """The seed's messages: 'Importance must be >= 0.0' / 'Importance must be <= 1.0'."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{field} must be a number")
+    value = float(value)
+    if math.isnan(value):
+        raise ValidationError(f"{field} must be a number")
+    if value < 0.0:
+        raise ValidationError(f"{field} must be >= 0.0")
+    if value > 1.0:
+        raise ValidationError(f"{field} must be <= 1.0")
+    return value
+
+
+def require_json_object(value: Any, field: str) -> dict[str, Any] | None:
+    """None, or a JSON object that PostgreSQL's jsonb can store (no NUL, finite numbers)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError(f"{field} must be a JSON object")
+    _check_depth(value, field, 0)
+    try:
+        encoded = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be JSON with finite numbers") from exc
+    if "\\u0000" in encoded:
+        raise ValidationError(f"{field} must not contain NUL characters")
+    check_storable(encoded, field)
+    if len(encoded) > MAX_JSON_BYTES:
+        raise ValidationError(f"{field} must be at most {MAX_JSON_BYTES} bytes of JSON")
+    return value
+
+
+def _check_depth(value: Any, field: str, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError(f"{field} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(f"{field} keys must be strings")
+            _check_depth(item, field, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_depth(item, field, depth + 1)
+
+
+def require_id(value: Any, field: str = "id") -> int:
+    """Database ids are positive 64-bit integers; GraphQL sends them as strings."""
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be a numeric id") from exc
+    if not 0 < number < 2**63:
+        raise ValidationError(f"{field} must be a positive 64-bit integer")
+    return number
+
+
+def require_page_size(first: Any, default: int, maximum: int) -> int:
+    if first is None:
+        return default
+    if isinstance(first, bool) or not isinstance(first, int):
+        raise ValidationError("first must be an integer")
+    if not 1 <= first <= maximum:
+        raise ValidationError(f"first must be between 1 and {maximum}")
+    return first

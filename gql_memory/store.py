@@ -1,0 +1,94 @@
+"""MemoryStore: the in-process library facade over gql_memory.memory (seed 001).
+
+    async with MemoryStore() as store:              # embedded PostgreSQL
+        result = await store.working.add("User prefers dark mode", importance=0.9)
+
+The API's resolvers call exactly the same service objects, so library and server behave alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import TracebackType
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
+from gql_memory.db.migrate import upgrade
+from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.stale import StaleMemory
+from gql_memory.memory.working import WorkingMemory
+
+
+class MemoryStore:
+    """Connects (starting the embedded PostgreSQL when no URL is given), migrates, serves."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        settings: Settings | None = None,
+        data_dir: str | Path | None = None,
+        migrate: bool = True,
+    ) -> None:
+        base = settings or Settings()
+        self.settings = base.with_overrides(
+            database_url=url, data_dir=Path(data_dir) if data_dir else None
+        )
+        self.namespace = namespace
+        self._migrate = migrate
+        self._embedded: EmbeddedPostgres | None = None
+        self._db: Database | None = None
+        self._memory: Memory | None = None
+
+    async def __aenter__(self) -> MemoryStore:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        url = self.settings.database_url
+        if url is None:
+            self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
+            url = self._embedded.url
+        self._db = Database.from_url(url, self.settings)
+        if self._migrate:
+            await upgrade(self._db)
+        self._memory = Memory(self._db, self.settings, self.namespace)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.dispose()
+            self._db = None
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+            self._embedded = None
+        self._memory = None
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            raise RuntimeError("MemoryStore is not connected: use `async with MemoryStore()`")
+        return self._memory
+
+    @property
+    def working(self) -> WorkingMemory:
+        return self.memory.working
+
+    @property
+    def stale(self) -> StaleMemory:
+        return self.memory.stale
+
+    @property
+    def raw(self) -> RawDialogueStore:
+        return self.memory.raw
