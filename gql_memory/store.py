@@ -19,6 +19,7 @@ from gql_memory.db.migrate import upgrade
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
+from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.working import WorkingMemory
 
 
@@ -92,3 +93,11 @@ class MemoryStore:
     @property
     def raw(self) -> RawDialogueStore:
         return self.memory.raw
+
+    async def stats(self) -> MemoryStats:
+        """Counts per layer in this store's namespace."""
+        return await self.memory.stats()
+
+    async def forget_session(self, session_id: str) -> int:
+        """Erase everything stored for one session; returns the number of rows deleted."""
+        return await self.memory.forget_session(session_id)

