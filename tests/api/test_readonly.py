@@ -1,0 +1,97 @@
+"""Queries never write: every query field of the schema leaves every table unchanged.
+
+The test enumerates the schema, so a new query field is covered automatically; a field with a
+required argument the test does not know how to fill fails loudly here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from gql_memory.api.schema import build_schema
+from gql_memory.db import Database
+from tests.conftest import LiveServer
+
+
+async def snapshot(db: Database) -> dict[str, tuple[int, str | None]]:
+    """Row count and a digest of every row (all columns, last_accessed included) per table."""
+    async with db.read() as conn:
+        tables = (
+            await conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname='public'"))
+        ).scalars().all()
+        result = {}
+        for table in tables:
+            row = (
+                await conn.execute(
+                    text(
+                        f"SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) "
+                        f"FROM {table} t"
+                    )
+                )
+            ).one()
+            result[table] = (row[0], row[1])
+    return result
+
+
+def is_required(arg: Any) -> bool:
+    from graphql import GraphQLNonNull, Undefined
+
+    return isinstance(arg.type, GraphQLNonNull) and arg.default_value is Undefined
+
+
+def selection(type_: Any, depth: int = 0) -> str:
+    """Select every field without required arguments, a few levels deep."""
+    from graphql import GraphQLObjectType, get_named_type
+
+    named = get_named_type(type_)
+    if not isinstance(named, GraphQLObjectType):
+        return ""
+    parts = []
+    for name, field in named.fields.items():
+        if any(is_required(a) for a in field.args.values()):
+            continue
+        inner = get_named_type(field.type)
+        if isinstance(inner, GraphQLObjectType):
+            if depth < 3:
+                parts.append(f"{name} {{ {selection(inner, depth + 1)} }}")
+        else:
+            parts.append(name)
+    return " ".join(parts)
+
+
+async def seed(api: LiveServer) -> dict[str, str]:
+    added = await api.data(
+        'mutation { addWorkingMemory(input: {content: "seed", importance: 0.9}) { addedId } }'
+    )
+    for i in range(11):
+        await api.data(
+            f'mutation {{ addWorkingMemory(input: {{content: "fill {i}"}}) {{ addedId }} }}'
+        )
+    await api.data(
+        'mutation { storeRawDialogue(input: {sessionId: "default", speaker: "user", '
+        'content: "hello"}) { id } }'
+    )
+    return {"id": added["addWorkingMemory"]["addedId"]}
+
+
+async def test_every_query_field_leaves_the_database_unchanged(
+    api: LiveServer, db: Database
+) -> None:
+    ids = await seed(api)
+    schema = build_schema()._schema
+    query_type = schema.query_type
+    assert query_type is not None
+    before = await snapshot(db)
+    for name, field in query_type.fields.items():
+        args = []
+        for arg_name, arg in field.args.items():
+            if is_required(arg):
+                assert arg_name in ids, f"readonly test: no sample value for {name}({arg_name})"
+                args.append(f'{arg_name}: "{ids[arg_name]}"')
+        arg_text = f"({', '.join(args)})" if args else ""
+        sub = selection(field.type)
+        query = f"{{ {name}{arg_text} {('{ ' + sub + ' }') if sub else ''} }}"
+        await api.data(query)
+        assert await snapshot(db) == before, f"query field {name} changed the database"

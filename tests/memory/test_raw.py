@@ -1,0 +1,131 @@
+"""Raw dialogue: the cases of seed 004 and the l0-raw reading of seed 003."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from gql_memory import RawDialogueInput, ValidationError
+from gql_memory.memory import Memory
+from gql_memory.memory.raw import parse_date_range
+
+
+async def test_store_returns_id_and_utc_timestamp(memory: Memory) -> None:
+    turn = await memory.raw.store("s1", "user", "Hello")
+    assert turn.id > 0 and turn.session_id == "s1"
+    assert turn.timestamp.utcoffset() == timedelta(0)
+    assert abs(datetime.now(UTC) - turn.timestamp) < timedelta(minutes=1)
+
+
+async def test_metadata_json_round_trips(memory: Memory) -> None:
+    metadata = {"tags": ["a", "b"], "nested": {"n": 1, "f": 1.5, "ok": True, "none": None}}
+    stored = await memory.raw.store("s1", "assistant", "Hi", metadata)
+    assert (await memory.raw.get(stored.id)).metadata == metadata  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("session_id", "speaker", "content", "message"),
+    [
+        ("", "user", "x", "sessionId must not be empty"),
+        ("s", "", "x", "speaker must not be empty"),
+        ("s", "user", "", "content must not be empty"),
+        ("s", "x" * 51, "x", "speaker must be at most 50 characters"),
+        ("s", "user", "nul\x00byte", "content must not contain NUL characters"),
+    ],
+)
+async def test_missing_or_invalid_fields_are_rejected(
+    memory: Memory, session_id: str, speaker: str, content: str, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        await memory.raw.store(session_id, speaker, content)
+
+
+async def test_metadata_must_be_an_object(memory: Memory) -> None:
+    with pytest.raises(ValidationError, match="metadata must be a JSON object"):
+        await memory.raw.store("s", "user", "x", ["not", "an", "object"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Robert'); DROP TABLE raw_dialogue;--",
+        "emoji 🧠 ümlaut ß 中文 \\ backslash \" quote ' apostrophe",
+        "<script>alert(1)</script> %s %(x)s :param $1",
+    ],
+)
+async def test_special_characters_are_stored_verbatim(memory: Memory, content: str) -> None:
+    stored = await memory.raw.store("s", "user", content)
+    assert (await memory.raw.get(stored.id)).content == content  # type: ignore[union-attr]
+    async with memory.db.read() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM raw_dialogue")) == 1
+
+
+async def test_one_megabyte_content_is_stored(memory: Memory) -> None:
+    content = "lorem ipsum dolor sit amet " * 40_000  # ~1 MB
+    stored = await memory.raw.store("big", "user", content)
+    fetched = await memory.raw.get(stored.id)
+    assert fetched is not None and fetched.content == content
+
+
+async def test_turns_are_grouped_by_session(memory: Memory) -> None:
+    await memory.raw.store_many(
+        [RawDialogueInput(f"s{i % 2}", "user", f"turn {i}") for i in range(6)]
+    )
+    s0 = await memory.raw.list(session_id="s0")
+    assert [t.content for t in s0.items] == ["turn 4", "turn 2", "turn 0"]
+    assert {t.session_id for t in s0.items} == {"s0"}
+
+
+async def test_batch_is_all_or_nothing(memory: Memory) -> None:
+    turns = [RawDialogueInput("s", "user", "ok"), RawDialogueInput("s", "user", "")]
+    with pytest.raises(ValidationError, match="turn 1: content must not be empty"):
+        await memory.raw.store_many(turns)
+    assert (await memory.raw.list()).items == []
+
+
+async def test_filters_by_time_range_and_speaker(memory: Memory) -> None:
+    day = datetime(2024, 1, 15, 12, tzinfo=UTC)
+    await memory.raw.store_many(
+        [
+            RawDialogueInput("s", "user", "before", timestamp=day - timedelta(days=30)),
+            RawDialogueInput("s", "user", "during", timestamp=day),
+            RawDialogueInput("s", "assistant", "reply", timestamp=day + timedelta(minutes=1)),
+            RawDialogueInput("s", "user", "after", timestamp=day + timedelta(days=30)),
+        ]
+    )
+    january = await memory.raw.list(date_range="2024-01-15:2024-01-15")
+    assert [t.content for t in january.items] == ["reply", "during"]
+    ranged = await memory.raw.list(from_=day, to=day + timedelta(days=1), speaker="user")
+    assert [t.content for t in ranged.items] == ["during"]
+    assert (await memory.raw.list(speaker="nobody")).items == []
+
+
+@pytest.mark.parametrize(
+    "value", ["2024-01-01", "2024/01/01:2024/01/31", "2024-13-01:2024-12-31", "x:y", ""]
+)
+def test_malformed_date_ranges_are_bad_input(value: str) -> None:
+    with pytest.raises(ValidationError, match="Invalid date_range format"):
+        parse_date_range(value)
+
+
+def test_reversed_date_range_is_bad_input() -> None:
+    with pytest.raises(ValidationError, match="end must not be before its start"):
+        parse_date_range("2024-02-01:2024-01-01")
+
+
+async def test_date_range_and_from_to_are_exclusive(memory: Memory) -> None:
+    with pytest.raises(ValidationError, match="either dateRange or from/to"):
+        await memory.raw.list(date_range="2024-01-01:2024-01-02", from_=datetime.now(UTC))
+
+
+async def test_pages_are_newest_first_with_cursors(memory: Memory) -> None:
+    await memory.raw.store_many([RawDialogueInput("s", "user", f"t{i}") for i in range(5)])
+    first = await memory.raw.list(first=2)
+    second = await memory.raw.list(first=2, after=first.end_cursor)
+    third = await memory.raw.list(first=2, after=second.end_cursor)
+    assert [t.content for p in (first, second, third) for t in p.items] == [
+        "t4", "t3", "t2", "t1", "t0"
+    ]
+    assert first.has_next_page and second.has_next_page and not third.has_next_page
