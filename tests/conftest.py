@@ -88,13 +88,17 @@ async def memory(db: Database, settings: Settings) -> AsyncIterator[Memory]:
 async def truncate_all(db: Database) -> None:
     async with db.write() as conn:
         tables = (
-            await conn.execute(
-                text(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                    "AND tablename <> 'alembic_version'"
+            (
+                await conn.execute(
+                    text(
+                        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                        "AND tablename <> 'alembic_version'"
+                    )
                 )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
         await conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
 
 

@@ -19,7 +19,7 @@ from gql_memory.api.types import (
 from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason
 
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Database id.")]
-SessionArg = Annotated[str, strawberry.argument(description="Session id (default \"default\").")]
+SessionArg = Annotated[str, strawberry.argument(description='Session id (default "default").')]
 TurnArg = Annotated[RawDialogueInput, strawberry.argument(description="The turn to store.")]
 TurnsArg = Annotated[
     list[RawDialogueInput], strawberry.argument(description="The turns, in order (1..10000).")
@@ -29,8 +29,8 @@ WorkingMemoryArg = Annotated[
 ]
 
 
-@strawberry.type(description="Write operations. Each runs in one transaction: all or nothing.")
-class Mutation:
+@strawberry.type(description="Mutations of the dialogue and working-memory layers.")
+class MemoryMutations:
     @strawberry.mutation(description="Store one dialogue turn verbatim.")
     async def store_raw_dialogue(self, info: Info, input: TurnArg) -> RawDialogue:
         turn = input.to_domain()
@@ -40,18 +40,14 @@ class Mutation:
         return RawDialogue.from_domain(stored)
 
     @strawberry.mutation(description="Store many turns in one transaction (all or none).")
-    async def store_raw_dialogue_batch(
-        self, info: Info, input: TurnsArg
-    ) -> list[RawDialogue]:
+    async def store_raw_dialogue_batch(self, info: Info, input: TurnsArg) -> list[RawDialogue]:
         stored = await info.context.memory.raw.store_many([t.to_domain() for t in input])
         return [RawDialogue.from_domain(t) for t in stored]
 
     @strawberry.mutation(
         description="Add to working memory; evicts (and archives) the LRU item over capacity."
     )
-    async def add_working_memory(
-        self, info: Info, input: WorkingMemoryArg
-    ) -> WorkingMemoryResult:
+    async def add_working_memory(self, info: Info, input: WorkingMemoryArg) -> WorkingMemoryResult:
         result = await info.context.memory.working.add(
             input.content,
             input.importance,

@@ -18,18 +18,16 @@ from gql_memory.api.types import (
     to_connection,
 )
 
-SessionArg = Annotated[str, strawberry.argument(description="Session id (default \"default\").")]
+SessionArg = Annotated[str, strawberry.argument(description='Session id (default "default").')]
 FirstArg = Annotated[
     int | None, strawberry.argument(description="Page size (default 100, at most 1000).")
 ]
-AfterArg = Annotated[
-    str | None, strawberry.argument(description="Return items after this cursor.")
-]
+AfterArg = Annotated[str | None, strawberry.argument(description="Return items after this cursor.")]
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Database id.")]
 
 
-@strawberry.type(description="Read operations. Every query runs in a READ ONLY transaction.")
-class Query:
+@strawberry.type(description="Queries of the dialogue and working-memory layers.")
+class MemoryQueries:
     @strawberry.field(description="The session's working memory, most recently accessed first.")
     async def working_memory(
         self, info: Info, session_id: SessionArg = "default"

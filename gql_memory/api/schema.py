@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import (
@@ -18,9 +17,23 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from gql_memory.api.errors import log_errors
-from gql_memory.api.mutations import Mutation
-from gql_memory.api.queries import Query
+from gql_memory.api.mutations import MemoryMutations
+from gql_memory.api.queries import MemoryQueries
 from gql_memory.config import Settings
+
+# Each layer's API module contributes a query and a mutation class; the schema merges them,
+# so a new layer adds its own module and one entry here.
+QUERY_TYPES: tuple[type, ...] = (MemoryQueries,)
+MUTATION_TYPES: tuple[type, ...] = (MemoryMutations,)
+
+Query = strawberry.type(
+    type("Query", QUERY_TYPES, {}),
+    description="Read operations. Each query runs in a READ ONLY transaction: it never writes.",
+)
+Mutation = strawberry.type(
+    type("Mutation", MUTATION_TYPES, {}),
+    description="Write operations. Each mutation is one transaction: all or nothing.",
+)
 
 
 class MemorySchema(strawberry.Schema):
@@ -54,5 +67,3 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
 def export_sdl() -> str:
     """The schema as SDL, exactly as checked in to schema.graphql."""
     return build_schema().as_str() + "\n"
-
-

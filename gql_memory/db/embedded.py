@@ -45,10 +45,7 @@ class EmbeddedPostgres:
 def admin_url(server: Any, database: str = "postgres") -> str:
     """An asyncpg URL for a database of the embedded server (unix socket, trust auth)."""
     info = server.get_postmaster_info()
-    return (
-        f"postgresql+asyncpg://postgres@/{database}"
-        f"?host={info.socket_dir}&port={info.port}"
-    )
+    return f"postgresql+asyncpg://postgres@/{database}?host={info.socket_dir}&port={info.port}"
 
 
 def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) -> EmbeddedPostgres:

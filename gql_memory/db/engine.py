@@ -38,11 +38,9 @@ def _is_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
         if exc.connection_invalidated:
             return True
-        orig = getattr(exc.orig, "__cause__", None) or exc.orig
-        return isinstance(orig, _UNAVAILABLE) or isinstance(exc.orig, _UNAVAILABLE)
-    if isinstance(exc, sqlalchemy.exc.InterfaceError | sqlalchemy.exc.OperationalError):
-        return True
-    return False
+        cause = getattr(exc.orig, "__cause__", None)
+        return isinstance(exc.orig, _UNAVAILABLE) or isinstance(cause, _UNAVAILABLE)
+    return isinstance(exc, sqlalchemy.exc.InterfaceError | sqlalchemy.exc.OperationalError)
 
 
 class Database:

@@ -140,7 +140,9 @@ class RawDialogueStore:
             try:
                 rows.append(_validated(turn))
             except ValidationError as exc:
-                raise ValidationError(f"turn {index}: {exc}") if len(turns) > 1 else exc
+                if len(turns) == 1:
+                    raise
+                raise ValidationError(f"turn {index}: {exc}") from exc
         async with self.db.write() as conn:
             return await self._insert(conn, rows)
 

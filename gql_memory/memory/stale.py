@@ -150,9 +150,7 @@ class StaleMemory:
             row = (
                 await conn.execute(
                     stale_memory.delete()
-                    .where(
-                        stale_memory.c.id == item_id, stale_memory.c.namespace == self.namespace
-                    )
+                    .where(stale_memory.c.id == item_id, stale_memory.c.namespace == self.namespace)
                     .returning(*stale_memory.c)
                 )
             ).first()

@@ -211,9 +211,7 @@ class WorkingMemory:
         total = rows[0].total if rows else 0
         excess = max(0, total - self.settings.working_memory_capacity)
         victims = [r.id for r in rows[:excess]]
-        archived = await archive_rows(
-            conn, self.namespace, victims, ArchiveReason.LRU_EVICTION
-        )
+        archived = await archive_rows(conn, self.namespace, victims, ArchiveReason.LRU_EVICTION)
         by_original = {item.original_id: item for item in archived}
         return [by_original[v] for v in victims], total - excess
 
@@ -292,14 +290,18 @@ class WorkingMemory:
         async with self.db.write() as conn:
             await lock_session(conn, self.namespace, session_id)
             critical = (
-                await conn.execute(
-                    text(
-                        "SELECT id FROM working_memory WHERE namespace = :namespace "
-                        "AND session_id = :session_id AND importance > :critical"
-                    ),
-                    params,
+                (
+                    await conn.execute(
+                        text(
+                            "SELECT id FROM working_memory WHERE namespace = :namespace "
+                            "AND session_id = :session_id AND importance > :critical"
+                        ),
+                        params,
+                    )
                 )
-            ).scalars().all()
+                .scalars()
+                .all()
+            )
             archived = await archive_rows(
                 conn, self.namespace, list(critical), ArchiveReason.MANUAL_ARCHIVE
             )

@@ -40,9 +40,7 @@ def upgrade() -> None:
         "ix_raw_dialogue_ns_session_ts", "raw_dialogue", ["namespace", "session_id", "timestamp"]
     )
     op.create_index("ix_raw_dialogue_ns_ts", "raw_dialogue", ["namespace", "timestamp"])
-    op.create_index(
-        "ix_raw_dialogue_tsv", "raw_dialogue", ["content_tsv"], postgresql_using="gin"
-    )
+    op.create_index("ix_raw_dialogue_tsv", "raw_dialogue", ["content_tsv"], postgresql_using="gin")
 
     op.create_table(
         "working_memory",

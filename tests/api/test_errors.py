@@ -19,7 +19,7 @@ async def test_invalid_importance_is_bad_user_input(
     api: LiveServer, importance: float, message: str
 ) -> None:
     error = await api.error(
-        "mutation($i: Float!) { addWorkingMemory(input: {content: \"x\", importance: $i}) "
+        'mutation($i: Float!) { addWorkingMemory(input: {content: "x", importance: $i}) '
         "{ addedId } }",
         {"i": importance},
     )
@@ -62,7 +62,7 @@ async def test_unknown_id_is_not_found_for_mutations(api: LiveServer, mutation: 
         '{ workingMemoryItem(id: "abc") { id } }',
         "{ nonsense }",
         "{ workingMemory { id ",
-        '{ staleMemory(reason: FORGOTTEN) { edges { cursor } } }',
+        "{ staleMemory(reason: FORGOTTEN) { edges { cursor } } }",
         "{ staleMemory(first: 5000) { edges { cursor } } }",
     ],
 )

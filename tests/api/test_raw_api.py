@@ -31,9 +31,19 @@ async def test_store_and_read_back_with_metadata(api: LiveServer) -> None:
 
 async def test_batch_with_timestamps_and_filters(api: LiveServer) -> None:
     turns = [
-        {"sessionId": "s", "speaker": "user", "content": "old", "timestamp": "2024-01-01T10:00:00Z"},
+        {
+            "sessionId": "s",
+            "speaker": "user",
+            "content": "old",
+            "timestamp": "2024-01-01T10:00:00Z",
+        },
         {"sessionId": "s", "speaker": "bot", "content": "mid", "timestamp": "2024-02-01T10:00:00Z"},
-        {"sessionId": "s", "speaker": "user", "content": "new", "timestamp": "2024-03-01T10:00:00Z"},
+        {
+            "sessionId": "s",
+            "speaker": "user",
+            "content": "new",
+            "timestamp": "2024-03-01T10:00:00Z",
+        },
     ]
     stored = await api.data(
         "mutation($t: [RawDialogueInput!]!) { storeRawDialogueBatch(input: $t) { id content } }",

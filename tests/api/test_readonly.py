@@ -19,8 +19,10 @@ async def snapshot(db: Database) -> dict[str, tuple[int, str | None]]:
     """Row count and a digest of every row (all columns, last_accessed included) per table."""
     async with db.read() as conn:
         tables = (
-            await conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname='public'"))
-        ).scalars().all()
+            (await conn.execute(text("SELECT tablename FROM pg_tables WHERE schemaname='public'")))
+            .scalars()
+            .all()
+        )
         result = {}
         for table in tables:
             row = (

@@ -54,6 +54,12 @@ def test_operation_names_are_the_contract() -> None:
     assert schema.query_type is not None and schema.mutation_type is not None
     assert OPERATIONS["Query"] <= set(schema.query_type.fields)
     assert OPERATIONS["Mutation"] <= set(schema.mutation_type.fields)
-    for name in ("RawDialogueInput", "WorkingMemoryInput", "RefKind", "ArchiveReason",
-                 "DateTime", "JSON"):
+    for name in (
+        "RawDialogueInput",
+        "WorkingMemoryInput",
+        "RefKind",
+        "ArchiveReason",
+        "DateTime",
+        "JSON",
+    ):
         assert name in schema.type_map

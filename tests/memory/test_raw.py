@@ -126,6 +126,10 @@ async def test_pages_are_newest_first_with_cursors(memory: Memory) -> None:
     second = await memory.raw.list(first=2, after=first.end_cursor)
     third = await memory.raw.list(first=2, after=second.end_cursor)
     assert [t.content for p in (first, second, third) for t in p.items] == [
-        "t4", "t3", "t2", "t1", "t0"
+        "t4",
+        "t3",
+        "t2",
+        "t1",
+        "t0",
     ]
     assert first.has_next_page and second.has_next_page and not third.has_next_page

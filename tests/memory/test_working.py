@@ -10,7 +10,9 @@ from gql_memory.memory import Memory
 from gql_memory.memory.stale import ArchiveReason
 
 
-async def add_many(memory: Memory, count: int, importance: float, prefix: str = "item") -> list[int]:
+async def add_many(
+    memory: Memory, count: int, importance: float, prefix: str = "item"
+) -> list[int]:
     ids = []
     for i in range(count):
         result = await memory.working.add(f"{prefix} {i}", importance=importance)
@@ -189,7 +191,8 @@ async def test_restore_moves_an_item_back_and_may_evict(memory: Memory) -> None:
 
 async def test_configured_capacity_and_threshold_are_used(memory: Memory) -> None:
     small = Memory(
-        memory.db, memory.settings.with_overrides(working_memory_capacity=2, critical_importance=0.5)
+        memory.db,
+        memory.settings.with_overrides(working_memory_capacity=2, critical_importance=0.5),
     )
     await small.working.add("critical", importance=0.6)
     await small.working.add("normal 1", importance=0.5)

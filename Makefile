@@ -1,0 +1,44 @@
+# The two commands of the quick start: `make serve` and `make test`.
+# Both create the virtual environment and install the package on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install serve test lint format schema bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Start embedded PostgreSQL (or use DATABASE_URL), migrate, serve GraphiQL on :8000.
+serve: install
+	$(BIN)/gql-memory serve
+
+## Run the whole test suite against a real (embedded) PostgreSQL.
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check gql_memory tests bench migrations
+	$(BIN)/ruff format --check gql_memory tests bench migrations
+
+format: install
+	$(BIN)/ruff format gql_memory tests bench migrations
+	$(BIN)/ruff check --fix gql_memory tests bench migrations
+
+## Rewrite schema.graphql from the code.
+schema: install
+	$(BIN)/gql-memory export-schema --output schema.graphql
+
+## Run the benchmarks (results are written to docs/benchmarks.md).
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
