@@ -1,0 +1,1 @@
+"""Benchmarks and evaluations. Run `python -m bench` (or `make bench`)."""

@@ -1,0 +1,87 @@
+"""Shared helpers for benchmarks: a server subprocess on a free loopback port, percentiles."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    """q in 0..100 (inclusive method, like numpy's default 'linear')."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    process: subprocess.Popen[bytes]
+    cold_start_s: float
+
+
+@contextmanager
+def server(workers: int = 1, data_dir: Path | None = None, **env: str) -> Iterator[ServerProcess]:
+    """`gql-memory serve` in a subprocess on the embedded database; waits for a first answer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        environment = {**os.environ, **env}
+        if "DATABASE_URL" not in env:
+            environment.pop("DATABASE_URL", None)
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gql_memory",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--data-dir",
+                str(data_dir or Path(tmp) / "data"),
+            ],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = started + 60
+        while True:
+            try:
+                response = httpx.post(
+                    f"{url}/graphql", json={"query": "{ stats { sessions } }"}, timeout=1
+                )
+                if response.status_code == 200 and "errors" not in response.json():
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        try:
+            yield ServerProcess(url, process, time.perf_counter() - started)
+        finally:
+            process.terminate()
+            process.wait(30)
