@@ -29,7 +29,9 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import is_current, upgrade
+from gql_memory.embeddings import describe, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.embedding_config import verify_embedding_config
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         return Context(
             request=request,
             response=response,
-            memory=Memory(state.db, state.settings, DEFAULT_NAMESPACE),
+            memory=Memory(state.db, state.settings, DEFAULT_NAMESPACE, state.embedder),
             settings=state.settings,
             request_id=request.scope.get("state", {}).get("request_id", "-"),
         )
@@ -176,12 +178,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
             embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
             url = embedded.url
         db = Database.from_url(url, settings)
+        embedder = make_provider(settings)
         try:
-            await upgrade(db)
+            await upgrade(db, embedder.dim)
+            await verify_embedding_config(db, embedder)
+            log.info(describe(embedder))
             app.state.db = db
             app.state.settings = settings
+            app.state.embedder = embedder
             yield
         finally:
+            await embedder.aclose()
             await db.dispose()
             if embedded is not None:
                 await asyncio.to_thread(embedded.stop)

@@ -17,7 +17,10 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 from gql_memory.db.migrate import current_revision, upgrade
-from gql_memory.errors import ConfigurationError
+from gql_memory.embeddings import describe, make_provider
+from gql_memory.errors import GqlMemoryError
+from gql_memory.memory.embedding_config import reembed as reembed_all
+from gql_memory.memory.embedding_config import verify_embedding_config
 
 app = typer.Typer(help="gql_memory: a memory service for AI agents, served as GraphQL.")
 log = logging.getLogger("gql_memory")
@@ -53,12 +56,18 @@ def _database_url(settings: Settings) -> Iterator[str]:
         embedded.stop()
 
 
-async def _migrate(url: str, settings: Settings) -> str | None:
+async def _migrate(url: str, settings: Settings, verify: bool = True) -> str | None:
+    """Migrate, then check that the configured embeddings fit the database."""
     db = Database.from_url(url, settings)
+    embedder = make_provider(settings)
     try:
-        await upgrade(db)
+        await upgrade(db, embedder.dim)
+        if verify:
+            await verify_embedding_config(db, embedder)
+            log.info(describe(embedder))
         return await current_revision(db)
     finally:
+        await embedder.aclose()
         await db.dispose()
 
 
@@ -96,7 +105,7 @@ def serve(
                 log_level=settings.log_level.lower(),
                 timeout_graceful_shutdown=30,
             )
-    except ConfigurationError as exc:
+    except GqlMemoryError as exc:
         _fail(str(exc))
 
 
@@ -108,9 +117,56 @@ def migrate(data_dir: DataDirOption = None) -> None:
     try:
         with _database_url(settings) as url:
             revision = asyncio.run(_migrate(url, settings))
-    except ConfigurationError as exc:
+    except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(f"database is at migration {revision}")
+
+
+@app.command()
+def reembed(
+    data_dir: DataDirOption = None,
+    batch_size: Annotated[int, typer.Option(help="Texts per embedding request.")] = 256,
+) -> None:
+    """Re-embed every insight, episode and raw turn with the configured provider.
+
+    Use it after switching embedding provider, model or dimension; stop the server first.
+    """
+    from rich.progress import Progress
+
+    settings = Settings().with_overrides(data_dir=data_dir)
+    _setup_logging(settings.log_level)
+
+    async def run(url: str) -> dict[str, int]:
+        db = Database.from_url(url, settings)
+        embedder = make_provider(settings)
+        try:
+            await upgrade(db, embedder.dim)
+            with Progress() as bar:
+                tasks: dict[str, object] = {}
+
+                def progress(table: str, done: int, total: int) -> None:
+                    if table not in tasks:
+                        tasks[table] = bar.add_task(table, total=total)
+                    bar.update(tasks[table], completed=done)  # type: ignore[arg-type]
+
+                return await reembed_all(
+                    db,
+                    embedder,
+                    batch_size=batch_size,
+                    embed_all_raw=settings.embed_raw_dialogue,
+                    progress=progress,
+                )
+        finally:
+            await embedder.aclose()
+            await db.dispose()
+
+    try:
+        with _database_url(settings) as url:
+            counts = asyncio.run(run(url))
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    summary = ", ".join(f"{table}: {n}" for table, n in counts.items())
+    typer.echo(f"re-embedded {summary}")
 
 
 @app.command("export-schema")

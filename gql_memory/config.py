@@ -89,9 +89,21 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
     )
-    embedding_provider: Literal["openai", "local"] | None = None
+    embedding_provider: Literal["openai", "local"] | None = Field(
+        default=None, description="openai | local; default openai when a key or base URL is set."
+    )
     embedding_model: str = "text-embedding-3-small"
-    embedding_dim: int | None = Field(default=None, ge=8, le=16000)
+    embedding_dim: int | None = Field(
+        default=None, ge=8, le=16000, description="Default 1536 (openai) or 384 (local)."
+    )
+    local_embedding_dim: int = Field(default=384, ge=8, le=16000)
+    embedding_batch_size: int = Field(default=128, ge=1, le=2048)
+    embedding_max_retries: int = Field(default=5, ge=0, le=20)
+    embedding_retry_base_delay_s: float = Field(default=0.5, ge=0.0, le=60.0)
+    embedding_timeout_s: float = Field(default=30.0, gt=0.0)
+    hnsw_ef_search: int = Field(
+        default=100, ge=10, le=1000, description="HNSW candidate list size (recall vs speed)."
+    )
     text_search_config: str = Field(
         default="english", pattern=r"^[a-z_][a-z0-9_]*$", description="PostgreSQL FTS config."
     )

@@ -16,7 +16,11 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import upgrade
+from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.memory.episodes import Episodes
+from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
@@ -44,6 +48,7 @@ class MemoryStore:
         self._embedded: EmbeddedPostgres | None = None
         self._db: Database | None = None
         self._memory: Memory | None = None
+        self._embedder: EmbeddingProvider | None = None
 
     async def __aenter__(self) -> MemoryStore:
         await self.connect()
@@ -63,11 +68,16 @@ class MemoryStore:
             self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
             url = self._embedded.url
         self._db = Database.from_url(url, self.settings)
+        self._embedder = make_provider(self.settings)
         if self._migrate:
-            await upgrade(self._db)
-        self._memory = Memory(self._db, self.settings, self.namespace)
+            await upgrade(self._db, self._embedder.dim)
+        await verify_embedding_config(self._db, self._embedder)
+        self._memory = Memory(self._db, self.settings, self.namespace, self._embedder)
 
     async def close(self) -> None:
+        if self._embedder is not None:
+            await self._embedder.aclose()
+            self._embedder = None
         if self._db is not None:
             await self._db.dispose()
             self._db = None
@@ -93,6 +103,14 @@ class MemoryStore:
     @property
     def raw(self) -> RawDialogueStore:
         return self.memory.raw
+
+    @property
+    def insights(self) -> Insights:
+        return self.memory.insights
+
+    @property
+    def episodes(self) -> Episodes:
+        return self.memory.episodes
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this store's namespace."""

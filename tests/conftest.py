@@ -40,7 +40,7 @@ def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPo
 @pytest_asyncio.fixture(scope="session")
 async def template_db(embedded_pg: EmbeddedPostgres) -> str:
     db = Database.from_url(embedded_pg.url, Settings())
-    await upgrade(db)
+    await upgrade(db, Settings().local_embedding_dim)
     await db.dispose()
     return TEMPLATE_DB
 

@@ -52,7 +52,12 @@ class Database:
     @classmethod
     def from_url(cls, url: str, settings: Settings | None = None) -> Database:
         settings = settings or Settings()
-        server_settings = {"application_name": "gql-memory"}
+        server_settings = {
+            "application_name": "gql-memory",
+            "hnsw.ef_search": str(settings.hnsw_ef_search),
+            # With a namespace filter, keep scanning the HNSW index until enough rows match.
+            "hnsw.iterative_scan": "relaxed_order",
+        }
         if settings.statement_timeout_ms:
             server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
         engine = create_async_engine(

@@ -17,6 +17,7 @@ from gql_memory.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
+MIN_PGVECTOR = (0, 8)
 PGVECTOR_HELP = (
     "The PostgreSQL server at DATABASE_URL does not have the pgvector extension. Install it "
     "(Debian/Ubuntu: `apt install postgresql-<major>-pgvector`; macOS: `brew install pgvector`; "
@@ -38,29 +39,38 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection, embedding_dim: int) -> None:
     config = alembic_config()
     config.attributes["connection"] = connection
+    config.attributes["embedding_dim"] = embedding_dim
     command.upgrade(config, "head")
 
 
 async def ensure_pgvector(db: Database) -> None:
-    """Fail with installation advice when the server lacks pgvector."""
+    """Fail with installation advice when the server lacks pgvector (0.8 or newer)."""
     async with db.read() as conn:
-        available = await conn.scalar(
-            text("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+        version = await conn.scalar(
+            text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
         )
-    if not available:
+    if version is None:
         raise ConfigurationError(PGVECTOR_HELP)
+    if tuple(int(p) for p in version.split(".")[:2]) < MIN_PGVECTOR:
+        raise ConfigurationError(
+            f"pgvector {version} is too old: gql_memory needs 0.8 or newer (iterative HNSW "
+            "scans). Upgrade the extension package on the database server."
+        )
 
 
-async def upgrade(db: Database) -> None:
-    """Bring the database to the newest schema (idempotent; serialized across processes)."""
+async def upgrade(db: Database, embedding_dim: int) -> None:
+    """Bring the database to the newest schema (idempotent; serialized across processes).
+
+    ``embedding_dim`` sizes the vector columns when they are first created.
+    """
     await ensure_pgvector(db)
     async with db.engine.begin() as conn:
         # Several workers may start at once: one migrates, the others wait and find it done.
         await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
-        await conn.run_sync(_upgrade)
+        await conn.run_sync(_upgrade, embedding_dim)
 
 
 async def current_revision(db: Database) -> str | None:

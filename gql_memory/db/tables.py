@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -11,12 +12,13 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 
 metadata = MetaData()
 
@@ -39,6 +41,7 @@ raw_dialogue = Table(
     Column("metadata", JSONB, nullable=True),
     Column("timestamp", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
+    Column("embedding", Vector(), nullable=True),
     Index("ix_raw_dialogue_ns_session_ts", "namespace", "session_id", "timestamp"),
     Index("ix_raw_dialogue_ns_ts", "namespace", "timestamp"),
     Index("ix_raw_dialogue_tsv", "content_tsv", postgresql_using="gin"),
@@ -88,4 +91,42 @@ stale_memory = Table(
     ),
     Index("ix_stale_memory_ns_archived", "namespace", "archived_at"),
     Index("ix_stale_memory_ns_session_archived", "namespace", "session_id", "archived_at"),
+)
+
+# Semantic layers (migration 0002). The vector dimension is fixed per database and recorded
+# in embedding_config; the Core definitions leave it open.
+embedding_config = Table(
+    "embedding_config",
+    metadata,
+    Column("id", SmallInteger, primary_key=True),
+    Column("provider", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("dim", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+insights = Table(
+    "insights",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("content", Text, nullable=False),
+    Column("embedding", Vector(), nullable=False),
+    Column("source_ids", ARRAY(BigInteger), nullable=False, server_default="{}"),
+    Column("metadata", JSONB, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("content_tsv", TSVECTOR, nullable=True),
+)
+
+episodes = Table(
+    "episodes",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("query", Text, nullable=False),
+    Column("reward", Float, nullable=False),
+    Column("reflection", Text, nullable=False),
+    Column("embedding", Vector(), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("content_tsv", TSVECTOR, nullable=True),
 )

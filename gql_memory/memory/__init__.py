@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
+from gql_memory.embeddings import EmbeddingProvider, make_provider
+from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.erasure import forget_session
+from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats, memory_stats
@@ -14,15 +17,27 @@ DEFAULT_NAMESPACE = "default"
 
 
 class Memory:
-    """Every layer of one namespace, sharing one database. Cheap to create per request."""
+    """Every layer of one namespace, sharing one database and embedder.
 
-    def __init__(self, db: Database, settings: Settings, namespace: str = DEFAULT_NAMESPACE):
+    Cheap to create: the API builds one per request for the caller's namespace.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        namespace: str = DEFAULT_NAMESPACE,
+        embedder: EmbeddingProvider | None = None,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.namespace = namespace
+        self.embedder = embedder or make_provider(settings)
         self.raw = RawDialogueStore(db, settings, namespace)
         self.working = WorkingMemory(db, settings, namespace)
         self.stale = StaleMemory(db, settings, namespace, self.working)
+        self.insights = Insights(db, settings, namespace, self.embedder)
+        self.episodes = Episodes(db, settings, namespace, self.embedder)
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this namespace."""

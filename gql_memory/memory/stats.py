@@ -14,6 +14,8 @@ class MemoryStats:
     raw_dialogue: int
     working_memory: int
     stale_memory: int
+    insights: int
+    episodes: int
     sessions: int
 
 
@@ -28,6 +30,8 @@ async def memory_stats(db: Database, namespace: str) -> MemoryStats:
                       (SELECT count(*) FROM working_memory WHERE namespace = :ns)
                           AS working_memory,
                       (SELECT count(*) FROM stale_memory WHERE namespace = :ns) AS stale_memory,
+                      (SELECT count(*) FROM insights WHERE namespace = :ns) AS insights,
+                      (SELECT count(*) FROM episodes WHERE namespace = :ns) AS episodes,
                       (SELECT count(*) FROM (
                           SELECT session_id FROM working_memory WHERE namespace = :ns
                           UNION SELECT session_id FROM raw_dialogue WHERE namespace = :ns

@@ -1,0 +1,96 @@
+"""OpenAI or any OpenAI-compatible `/v1/embeddings` server (Ollama, vLLM, TEI, LM Studio...).
+
+Batches inputs, retries rate limits, timeouts and 5xx with exponential backoff (tenacity),
+and refuses vectors of the wrong dimension. Final failures are SERVICE_UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import openai
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from gql_memory.config import Settings
+from gql_memory.embeddings import Vector
+from gql_memory.errors import ServiceUnavailableError
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = (
+    openai.RateLimitError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.InternalServerError,
+)
+DEFAULT_OPENAI_DIM = 1536
+
+
+class EmbeddingDimensionError(ServiceUnavailableError):
+    """The provider answered with vectors of another dimension than configured."""
+
+
+class OpenAIEmbedder:
+    """Embeddings through the official async client."""
+
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        self.model = settings.embedding_model
+        self.dim = settings.embedding_dim or DEFAULT_OPENAI_DIM
+        self.batch_size = settings.embedding_batch_size
+        self.attempts = settings.embedding_max_retries + 1
+        self.base_delay = settings.embedding_retry_base_delay_s
+        # Ask for a dimension only where the model supports shortening (text-embedding-3-*).
+        self.send_dimensions = self.model.startswith("text-embedding-3")
+        self.client = openai.AsyncOpenAI(
+            api_key=settings.openai_api_key or "not-needed",
+            base_url=settings.openai_base_url,
+            timeout=settings.embedding_timeout_s,
+            max_retries=0,  # tenacity below owns the retry policy
+        )
+
+    async def embed(self, texts: list[str]) -> list[Vector]:
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(await self._embed_batch(texts[start : start + self.batch_size]))
+        return vectors
+
+    async def _embed_batch(self, batch: list[str]) -> list[Vector]:
+        extra = {"dimensions": self.dim} if self.send_dimensions else {}
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(TRANSIENT),
+                stop=stop_after_attempt(self.attempts),
+                wait=wait_exponential(multiplier=self.base_delay, max=self.base_delay * 32),
+                reraise=True,
+            ):
+                with attempt:
+                    response = await self.client.embeddings.create(
+                        model=self.model, input=batch, encoding_format="float", **extra
+                    )
+        except openai.OpenAIError as exc:
+            log.warning("embedding request failed: %s", type(exc).__name__)
+            raise ServiceUnavailableError(
+                f"The embedding provider is unavailable ({type(exc).__name__}); try again."
+            ) from exc
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(batch):
+            raise ServiceUnavailableError(
+                f"The embedding provider returned {len(data)} vectors for {len(batch)} texts."
+            )
+        for item in data:
+            if len(item.embedding) != self.dim:
+                raise EmbeddingDimensionError(
+                    f"The embedding provider returned vectors of dimension "
+                    f"{len(item.embedding)}, but GQL_MEMORY_EMBEDDING_DIM is {self.dim}."
+                )
+        return [list(item.embedding) for item in data]
+
+    async def aclose(self) -> None:
+        await self.client.close()

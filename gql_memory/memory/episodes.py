@@ -1,0 +1,187 @@
+"""Episode memory: what was tried, how it went (reward) and the lesson (seed 003 resource 3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, text
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.errors import ValidationError
+from gql_memory.memory.validation import require_id, require_text
+from gql_memory.memory.vectors import (
+    parse_vector,
+    require_similarity,
+    require_top_k,
+    vector_literal,
+)
+
+DEFAULT_MIN_SIMILARITY = 0.70
+DEFAULT_TOP_K = 3
+_COLUMNS = "id, query, reward, reflection, created_at"
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A stored episode; the embedding of its query is loaded only when asked for."""
+
+    id: int
+    query: str
+    reward: float
+    reflection: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> Episode:
+        m = row._mapping
+        return cls(
+            id=m["id"],
+            query=m["query"],
+            reward=m["reward"],
+            reflection=m["reflection"],
+            created_at=m["created_at"],
+        )
+
+
+@dataclass(frozen=True)
+class EpisodeHit:
+    episode: Episode
+    similarity: float
+
+
+def require_reward(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ValidationError("reward must be a number")
+    if not -1.0 <= float(value) <= 1.0:
+        raise ValidationError("reward must be between -1.0 and 1.0")
+    return float(value)
+
+
+class Episodes:
+    """Episodes of one namespace."""
+
+    def __init__(
+        self, db: Database, settings: Settings, namespace: str, embedder: EmbeddingProvider
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.namespace = namespace
+        self.embedder = embedder
+
+    async def store(self, query: str, reward: float, reflection: str) -> Episode:
+        """Embed the query and store the episode."""
+        query = require_text(query, "query")
+        reward = require_reward(reward)
+        reflection = require_text(reflection, "reflection")
+        [vector] = await self.embedder.embed([query])
+        async with self.db.write() as conn:
+            row = (
+                await conn.execute(
+                    text(
+                        f"""
+                        INSERT INTO episodes (namespace, query, reward, reflection, embedding,
+                                              created_at, content_tsv)
+                        VALUES (:ns, :query, :reward, :reflection, CAST(:embedding AS vector),
+                                clock_timestamp(),
+                                to_tsvector(CAST(:tsconfig AS regconfig),
+                                            :query || ' ' || :reflection))
+                        RETURNING {_COLUMNS}
+                        """
+                    ),
+                    {
+                        "ns": self.namespace,
+                        "query": query,
+                        "reward": reward,
+                        "reflection": reflection,
+                        "embedding": vector_literal(vector),
+                        "tsconfig": self.settings.text_search_config,
+                    },
+                )
+            ).one()
+        return Episode.from_row(row)
+
+    async def get(self, episode_id: Any) -> Episode | None:
+        episode_id = require_id(episode_id)
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    text(f"SELECT {_COLUMNS} FROM episodes WHERE namespace = :ns AND id = :id"),
+                    {"ns": self.namespace, "id": episode_id},
+                )
+            ).first()
+        return Episode.from_row(row) if row else None
+
+    async def get_many(self, ids: Sequence[int]) -> dict[int, Episode]:
+        if not ids:
+            return {}
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        f"SELECT {_COLUMNS} FROM episodes WHERE namespace = :ns AND id = ANY(:ids)"
+                    ),
+                    {"ns": self.namespace, "ids": list(ids)},
+                )
+            ).all()
+        return {row.id: Episode.from_row(row) for row in rows}
+
+    async def embeddings(self, ids: Sequence[int]) -> dict[int, list[float]]:
+        if not ids:
+            return {}
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT id, embedding::text AS embedding FROM episodes "
+                        "WHERE namespace = :ns AND id = ANY(:ids)"
+                    ),
+                    {"ns": self.namespace, "ids": list(ids)},
+                )
+            ).all()
+        return {row.id: parse_vector(row.embedding) for row in rows}
+
+    async def similar(
+        self,
+        query: str,
+        min_similarity: float = DEFAULT_MIN_SIMILARITY,
+        top_k: int = DEFAULT_TOP_K,
+    ) -> list[EpisodeHit]:
+        """The top_k nearest episodes (HNSW) whose similarity is at least min_similarity."""
+        query = require_text(query, "query")
+        min_similarity = require_similarity(min_similarity)
+        top_k = require_top_k(top_k)
+        [vector] = await self.embedder.embed([query])
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        f"""
+                        SELECT {_COLUMNS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity
+                        FROM episodes
+                        WHERE namespace = :ns
+                        ORDER BY embedding <=> CAST(:q AS vector)
+                        LIMIT :k
+                        """
+                    ),
+                    {"q": vector_literal(vector), "ns": self.namespace, "k": top_k},
+                )
+            ).all()
+        hits = [EpisodeHit(Episode.from_row(r), float(r.similarity)) for r in rows]
+        return sorted(
+            (h for h in hits if h.similarity >= min_similarity), key=lambda h: -h.similarity
+        )
+
+    async def delete(self, episode_id: Any) -> bool:
+        episode_id = require_id(episode_id)
+        async with self.db.write() as conn:
+            result = await conn.execute(
+                text("DELETE FROM episodes WHERE namespace = :ns AND id = :id"),
+                {"ns": self.namespace, "id": episode_id},
+            )
+        return bool(result.rowcount)
