@@ -116,7 +116,8 @@ async def _fill_side_column(
     async with db.write() as conn:
         await conn.execute(
             text(
-                f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS embedding_next vector({provider.dim})"
+                f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS "
+                f"embedding_next vector({int(provider.dim)})"
             )
         )
     pending = "embedding_next IS NULL" + ("" if every_row else " AND embedding IS NOT NULL")
