@@ -24,6 +24,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
+from gql_memory.api.loaders import Loaders
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
 from gql_memory.db import Database
@@ -51,12 +52,14 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
+        memory = Memory(state.db, state.settings, DEFAULT_NAMESPACE, state.embedder)
         return Context(
             request=request,
             response=response,
-            memory=Memory(state.db, state.settings, DEFAULT_NAMESPACE, state.embedder),
+            memory=memory,
             settings=state.settings,
             request_id=request.scope.get("state", {}).get("request_id", "-"),
+            loaders=Loaders(memory),
         )
 
     async def process_result(

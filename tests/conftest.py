@@ -26,6 +26,7 @@ from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, admin_url, start_embedded
 from gql_memory.db.migrate import upgrade
 from gql_memory.memory import Memory
+from tests.fake_openai import FakeOpenAI
 
 TEMPLATE_DB = "gqlm_template"
 
@@ -92,7 +93,7 @@ async def truncate_all(db: Database) -> None:
                 await conn.execute(
                     text(
                         "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                        "AND tablename <> 'alembic_version'"
+                        "AND tablename NOT IN ('alembic_version', 'embedding_config')"
                     )
                 )
             )
@@ -143,13 +144,15 @@ async def start_live_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None
     config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="websockets-sansio")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
-    for _ in range(500):
+    for _ in range(1000):
         if server.started:
-            break
+            return server, task, f"http://127.0.0.1:{port}"
         if task.done():
-            task.result()
+            break
         await asyncio.sleep(0.01)
-    return server, task, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await task
+    raise RuntimeError("the test server did not start (see the log above)")
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -169,3 +172,26 @@ async def api(live: LiveServer, db: Database) -> LiveServer:
 
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def fake_openai() -> AsyncIterator[FakeOpenAI]:
+    """A fake OpenAI-compatible embeddings server on 127.0.0.1 (dimension 384)."""
+    fake = FakeOpenAI()
+    server, task, base_url = await start_live_server(fake.app())
+    fake.base_url = f"{base_url}/v1"
+    yield fake
+    server.should_exit = True
+    await task
+
+
+def openai_settings(settings: Settings, fake: FakeOpenAI, **changes: Any) -> Settings:
+    """Settings that use the real openai client against the fake server, fast retries."""
+    values: dict[str, Any] = {
+        "openai_base_url": fake.base_url,
+        "openai_api_key": "sk-test",
+        "embedding_dim": fake.dim,
+        "embedding_retry_base_delay_s": 0.001,
+        "embedding_max_retries": 3,
+    }
+    return settings.with_overrides(**{**values, **changes})

@@ -7,6 +7,7 @@ from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
+from gql_memory.api.loaders import Loaders
 from gql_memory.config import Settings
 from gql_memory.memory import Memory
 
@@ -20,6 +21,7 @@ class Context:
     memory: Memory
     settings: Settings
     request_id: str
+    loaders: Loaders
 
 
 Info = StrawberryInfo[Context, None]

@@ -105,9 +105,4 @@ class MemoryQueries:
     @strawberry.field(description="Counts of stored memories per layer in your namespace.")
     async def stats(self, info: Info) -> Stats:
         stats = await info.context.memory.stats()
-        return Stats(
-            raw_dialogue=stats.raw_dialogue,
-            working_memory=stats.working_memory,
-            stale_memory=stats.stale_memory,
-            sessions=stats.sessions,
-        )
+        return Stats(**vars(stats))

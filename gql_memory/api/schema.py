@@ -19,12 +19,13 @@ from strawberry.types import ExecutionContext
 from gql_memory.api.errors import log_errors
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.queries import MemoryQueries
+from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
 # so a new layer adds its own module and one entry here.
-QUERY_TYPES: tuple[type, ...] = (MemoryQueries,)
-MUTATION_TYPES: tuple[type, ...] = (MemoryMutations,)
+QUERY_TYPES: tuple[type, ...] = (MemoryQueries, SemanticQueries)
+MUTATION_TYPES: tuple[type, ...] = (MemoryMutations, SemanticMutations)
 
 Query = strawberry.type(
     type("Query", QUERY_TYPES, {}),

@@ -147,6 +147,8 @@ class Stats:
     raw_dialogue: int = strawberry.field(description="Raw dialogue turns.")
     working_memory: int = strawberry.field(description="Working-memory items (all sessions).")
     stale_memory: int = strawberry.field(description="Archived (stale) items.")
+    insights: int = strawberry.field(description="L2 insights.")
+    episodes: int = strawberry.field(description="Stored episodes.")
     sessions: int = strawberry.field(description="Sessions with working memory or dialogue.")
 
 

@@ -27,6 +27,15 @@ from gql_memory.memory.validation import (
 from gql_memory.memory.vectors import parse_vector, require_top_k, vector_literal
 
 MAX_SOURCE_IDS = 1000
+# Ordered by the distance operator itself, so PostgreSQL can walk the HNSW index.
+SEARCH_SQL = """
+SELECT id, content, source_ids, metadata, created_at,
+       1 - (embedding <=> CAST(:q AS vector)) AS score
+FROM insights
+WHERE namespace = :ns
+ORDER BY embedding <=> CAST(:q AS vector)
+LIMIT :k
+"""
 _COLUMNS = (
     insights.c.id,
     insights.c.content,
@@ -230,16 +239,7 @@ class Insights:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    text(
-                        """
-                        SELECT id, content, source_ids, metadata, created_at,
-                               1 - (embedding <=> CAST(:q AS vector)) AS score
-                        FROM insights
-                        WHERE namespace = :ns
-                        ORDER BY embedding <=> CAST(:q AS vector)
-                        LIMIT :k
-                        """
-                    ).columns(metadata=JSONB),
+                    text(SEARCH_SQL).columns(metadata=JSONB),
                     {"q": vector_literal(vector), "ns": self.namespace, "k": top_k},
                 )
             ).all()

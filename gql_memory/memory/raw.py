@@ -191,6 +191,20 @@ class RawDialogueStore:
             ).first()
         return RawDialogue.from_row(row) if row else None
 
+    async def get_many(self, ids: Sequence[int]) -> dict[int, RawDialogue]:
+        """Turns by id (for batched loaders); missing ids are absent."""
+        if not ids:
+            return {}
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(*_RETURNED).where(
+                        raw_dialogue.c.id.in_(list(ids)), raw_dialogue.c.namespace == self.namespace
+                    )
+                )
+            ).all()
+        return {row.id: RawDialogue.from_row(row) for row in rows}
+
     async def list(
         self,
         *,

@@ -63,9 +63,14 @@ def selection(type_: Any, depth: int = 0) -> str:
     return " ".join(parts)
 
 
-async def seed(api: LiveServer) -> dict[str, str]:
+async def seed(api: LiveServer) -> dict[str, dict[str, str]]:
+    """Rows in every table, and sample values for required arguments per query field."""
     added = await api.data(
         'mutation { addWorkingMemory(input: {content: "seed", importance: 0.9}) { addedId } }'
+    )
+    insight = await api.data('mutation { addInsight(input: {content: "seed insight"}) { id } }')
+    episode = await api.data(
+        'mutation { storeEpisode(input: {query: "seed", reward: 0.5, reflection: "r"}) { id } }'
     )
     for i in range(11):
         await api.data(
@@ -75,13 +80,18 @@ async def seed(api: LiveServer) -> dict[str, str]:
         'mutation { storeRawDialogue(input: {sessionId: "default", speaker: "user", '
         'content: "hello"}) { id } }'
     )
-    return {"id": added["addWorkingMemory"]["addedId"]}
+    return {
+        "workingMemoryItem": {"id": added["addWorkingMemory"]["addedId"]},
+        "insight": {"id": insight["addInsight"]["id"]},
+        "episode": {"id": episode["storeEpisode"]["id"]},
+        "*": {"query": "seed"},
+    }
 
 
 async def test_every_query_field_leaves_the_database_unchanged(
     api: LiveServer, db: Database
 ) -> None:
-    ids = await seed(api)
+    samples = await seed(api)
     schema = build_schema()._schema
     query_type = schema.query_type
     assert query_type is not None
@@ -90,8 +100,9 @@ async def test_every_query_field_leaves_the_database_unchanged(
         args = []
         for arg_name, arg in field.args.items():
             if is_required(arg):
-                assert arg_name in ids, f"readonly test: no sample value for {name}({arg_name})"
-                args.append(f'{arg_name}: "{ids[arg_name]}"')
+                value = samples.get(name, {}).get(arg_name) or samples["*"].get(arg_name)
+                assert value, f"readonly test: no sample value for {name}({arg_name})"
+                args.append(f'{arg_name}: "{value}"')
         arg_text = f"({', '.join(args)})" if args else ""
         sub = selection(field.type)
         query = f"{{ {name}{arg_text} {('{ ' + sub + ' }') if sub else ''} }}"

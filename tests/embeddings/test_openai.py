@@ -1,0 +1,126 @@
+"""The OpenAI provider through the real `openai` client against a local fake server."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.embeddings import make_provider
+from gql_memory.embeddings.openai import EmbeddingDimensionError, OpenAIEmbedder
+from gql_memory.errors import ServiceUnavailableError
+from gql_memory.memory import Memory
+from tests.conftest import LiveServer, openai_settings, start_live_server, truncate_all
+from tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def fake(fake_openai: FakeOpenAI) -> FakeOpenAI:
+    fake_openai.reset()
+    return fake_openai
+
+
+def test_base_url_or_key_selects_the_openai_provider(settings: Settings, fake: FakeOpenAI) -> None:
+    provider = make_provider(openai_settings(settings, fake))
+    assert isinstance(provider, OpenAIEmbedder) and provider.dim == 384
+    assert make_provider(settings).name == "local"
+
+
+async def test_request_shape(settings: Settings, fake: FakeOpenAI) -> None:
+    provider = OpenAIEmbedder(openai_settings(settings, fake))
+    vectors = await provider.embed(["alpha", "beta"])
+    assert len(vectors) == 2 and all(len(v) == 384 for v in vectors)
+    assert vectors[0] == fake.vector_for("alpha")
+    [request] = fake.requests
+    assert request["authorization"] == "Bearer sk-test"
+    assert request["body"]["model"] == "text-embedding-3-small"
+    assert request["body"]["input"] == ["alpha", "beta"]
+    assert request["body"]["dimensions"] == 384
+    assert request["body"]["encoding_format"] == "float"
+
+
+async def test_bulk_adds_are_batched(settings: Settings, fake: FakeOpenAI) -> None:
+    provider = OpenAIEmbedder(openai_settings(settings, fake, embedding_batch_size=10))
+    texts = [f"text {i}" for i in range(25)]
+    vectors = await provider.embed(texts)
+    assert [len(r["body"]["input"]) for r in fake.requests] == [10, 10, 5]
+    assert vectors == [fake.vector_for(t) for t in texts]
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_transient_errors_are_retried(
+    settings: Settings, fake: FakeOpenAI, status: int
+) -> None:
+    fake.failures = [status, status]
+    provider = OpenAIEmbedder(openai_settings(settings, fake))
+    assert len(await provider.embed(["x"])) == 1
+    assert len(fake.requests) == 3
+
+
+async def test_persistent_failure_is_service_unavailable(
+    settings: Settings, fake: FakeOpenAI
+) -> None:
+    fake.always_fail = 500
+    provider = OpenAIEmbedder(openai_settings(settings, fake, embedding_max_retries=2))
+    with pytest.raises(ServiceUnavailableError, match="embedding provider is unavailable"):
+        await provider.embed(["x"])
+    assert len(fake.requests) == 3
+
+
+async def test_client_errors_are_not_retried(settings: Settings, fake: FakeOpenAI) -> None:
+    fake.always_fail = 400
+    provider = OpenAIEmbedder(openai_settings(settings, fake))
+    with pytest.raises(ServiceUnavailableError):
+        await provider.embed(["x"])
+    assert len(fake.requests) == 1
+
+
+async def test_wrong_dimension_is_refused(settings: Settings, fake: FakeOpenAI) -> None:
+    fake.wrong_dim = True
+    provider = OpenAIEmbedder(openai_settings(settings, fake))
+    with pytest.raises(EmbeddingDimensionError, match="dimension 385"):
+        await provider.embed(["x"])
+
+
+async def test_failed_embedding_writes_nothing(
+    db: Database, settings: Settings, fake: FakeOpenAI
+) -> None:
+    await truncate_all(db)
+    memory = Memory(db, openai_settings(settings, fake, embedding_max_retries=1))
+    fake.always_fail = 500
+    with pytest.raises(ServiceUnavailableError):
+        await memory.insights.add("never stored")
+    with pytest.raises(ServiceUnavailableError):
+        await memory.episodes.store("never stored", 0.5, "lesson")
+    async with db.read() as conn:
+        counts = await conn.scalar(
+            text("SELECT (SELECT count(*) FROM insights) + (SELECT count(*) FROM episodes)")
+        )
+    assert counts == 0
+
+
+async def test_api_reports_service_unavailable_and_writes_nothing(
+    db: Database, settings: Settings, fake: FakeOpenAI
+) -> None:
+    import httpx
+
+    from gql_memory.app import create_app
+
+    await truncate_all(db)
+    app = create_app(openai_settings(settings, fake, embedding_max_retries=1))
+    server, task, base_url = await start_live_server(app)
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+            api = LiveServer(base_url, client)
+            fake.always_fail = 503
+            error = await api.error('mutation { addInsight(input: {content: "x"}) { id } }')
+            assert error["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+            fake.always_fail = None
+            stored = await api.data('mutation { addInsight(input: {content: "x"}) { id } }')
+            assert stored["addInsight"]["id"]
+            stats = await api.data("{ stats { insights } }")
+            assert stats["stats"]["insights"] == 1
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,71 @@
+"""A local fake of the OpenAI `/v1/embeddings` endpoint, for tests that use the real client.
+
+Tests control it: known vectors per text, scripted failures (status codes answered before
+success), a wrong dimension, and a log of every request body received.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gql_memory.embeddings.local import LocalEmbedder
+
+
+@dataclass
+class FakeOpenAI:
+    dim: int = 384
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    failures: list[int] = field(default_factory=list)
+    always_fail: int | None = None
+    wrong_dim: bool = False
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    base_url: str = ""
+
+    def reset(self) -> None:
+        self.vectors.clear()
+        self.failures.clear()
+        self.requests.clear()
+        self.always_fail = None
+        self.wrong_dim = False
+
+    def set_vector(self, text: str, components: list[float]) -> None:
+        """A known vector for ``text``: the given leading components, zero-padded."""
+        self.vectors[text] = components + [0.0] * (self.dim - len(components))
+
+    def vector_for(self, text: str) -> list[float]:
+        if text in self.vectors:
+            return self.vectors[text]
+        return LocalEmbedder(self.dim).embed_one(text)
+
+    async def embeddings(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        self.requests.append({"body": body, "authorization": request.headers.get("authorization")})
+        status = self.always_fail or (self.failures.pop(0) if self.failures else None)
+        if status:
+            return JSONResponse(
+                {"error": {"message": "scripted failure", "type": "server_error", "code": None}},
+                status_code=status,
+            )
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        size = self.dim + 1 if self.wrong_dim else self.dim
+        data = [
+            {"object": "embedding", "index": i, "embedding": (self.vector_for(t) + [0.0])[:size]}
+            for i, t in enumerate(inputs)
+        ]
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        )
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/embeddings", self.embeddings, methods=["POST"])])

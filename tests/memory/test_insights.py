@@ -1,0 +1,114 @@
+"""Insights: storage, sources, ranking with controlled vectors, the HNSW index."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from sqlalchemy import text
+
+from gql_memory import ValidationError
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.memory import Memory
+from gql_memory.memory.insights import SEARCH_SQL
+from tests.conftest import openai_settings, truncate_all
+from tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+async def controlled(db: Database, settings: Settings, fake_openai: FakeOpenAI) -> Memory:
+    """Insight services whose embeddings come from the fake server's known vectors."""
+    await truncate_all(db)
+    fake_openai.reset()
+    return Memory(db, openai_settings(settings, fake_openai))
+
+
+async def test_add_get_and_list(memory: Memory) -> None:
+    turn = await memory.raw.store("s", "user", "I love hiking in the Alps")
+    insight = await memory.insights.add("User likes hiking", [turn.id], {"topic": "hobbies"})
+    assert insight.source_ids == [turn.id] and insight.metadata == {"topic": "hobbies"}
+    assert await memory.insights.get(insight.id) == insight
+    assert await memory.insights.get(999_999) is None
+    page = await memory.insights.list()
+    assert page.items == [insight]
+
+
+async def test_unknown_source_ids_are_rejected_and_nothing_is_written(memory: Memory) -> None:
+    with pytest.raises(ValidationError, match="Unknown sourceIds .*: 4242"):
+        await memory.insights.add("orphan", [4242])
+    assert (await memory.insights.list()).items == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "query must not be empty"),
+        ({"query": "x", "top_k": 0}, "topK must be between 1 and 100"),
+        ({"query": "x", "top_k": 101}, "topK must be between 1 and 100"),
+    ],
+)
+async def test_invalid_search_input(memory: Memory, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        await memory.insights.search(**kwargs)
+
+
+async def test_search_of_empty_store_is_empty(memory: Memory) -> None:
+    assert await memory.insights.search("anything") == []
+
+
+async def test_ranking_and_scores_follow_cosine_distance(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.set_vector("query", [1.0, 0.0])
+    angles = {"same": 0.0, "close": 0.3, "far": 1.2, "opposite": math.pi}
+    for name, angle in angles.items():
+        fake_openai.set_vector(name, [math.cos(angle), math.sin(angle)])
+        await controlled.insights.add(name)
+    hits = await controlled.insights.search("query", top_k=3)
+    assert [h.insight.content for h in hits] == ["same", "close", "far"]
+    for hit in hits:
+        assert hit.score == pytest.approx(math.cos(angles[hit.insight.content]), abs=1e-6)
+    assert len(await controlled.insights.search("query")) == 4  # top 5 by default, 4 exist
+    assert (await controlled.insights.search("query", top_k=1))[0].insight.content == "same"
+
+
+async def test_embedding_is_stored_as_given(controlled: Memory, fake_openai: FakeOpenAI) -> None:
+    fake_openai.set_vector("v", [0.6, 0.8])
+    insight = await controlled.insights.add("v")
+    stored = (await controlled.insights.embeddings([insight.id]))[insight.id]
+    assert stored[:3] == pytest.approx([0.6, 0.8, 0.0])
+
+
+async def test_delete(memory: Memory) -> None:
+    insight = await memory.insights.add("to forget")
+    assert await memory.insights.delete(insight.id) is True
+    assert await memory.insights.delete(insight.id) is False
+    assert await memory.insights.get(insight.id) is None
+
+
+async def test_search_uses_the_hnsw_index(memory: Memory) -> None:
+    async with memory.db.write() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO insights (namespace, content, embedding) "
+                "SELECT 'default', 'row ' || g, "
+                "       ARRAY(SELECT random() - 0.5 + g * 0 FROM generate_series(1, 384))::vector "
+                "FROM generate_series(1, 5000) g"
+            )
+        )
+        await conn.execute(text("ANALYZE insights"))
+    query = "[" + ",".join(["0.01"] * 384) + "]"
+    async with memory.db.read() as conn:
+        # Below ~4,000 rows a sequential scan is cheaper and the planner rightly picks it;
+        # at 5,000 it picks the HNSW index on its own (no planner settings forced here).
+        plan = "\n".join(
+            (
+                await conn.execute(
+                    text("EXPLAIN " + SEARCH_SQL), {"q": query, "ns": "default", "k": 5}
+                )
+            ).scalars()
+        )
+    assert "ix_insights_embedding_hnsw" in plan, plan
+    hits = await memory.insights.search("row 7", top_k=5)
+    assert len(hits) == 5

@@ -1,0 +1,51 @@
+"""The embedding dimension is fixed per database; reembed switches it (own database)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.embeddings.local import LocalEmbedder
+from gql_memory.errors import ConfigurationError
+from gql_memory.memory import Memory
+from gql_memory.memory.embedding_config import reembed, stored_config, verify_embedding_config
+
+
+async def test_dimension_guard_then_reembed(db: Database, settings: Settings) -> None:
+    old = LocalEmbedder(384)
+    await verify_embedding_config(db, old)  # first start records the provider
+    assert await stored_config(db) == ("local", old.model, 384)
+
+    memory = Memory(db, settings, embedder=old)
+    turn = await memory.raw.store("s", "user", "hello")
+    await memory.insights.add("The user likes green tea", [turn.id])
+    await memory.insights.add("The user dislikes coffee")
+    async with db.write() as conn:  # give the raw turn an embedding too
+        await conn.execute(
+            text("UPDATE raw_dialogue SET embedding = (SELECT embedding FROM insights LIMIT 1)")
+        )
+    await memory.episodes.store("brew tea", 1.0, "steep for three minutes")
+
+    new = LocalEmbedder(16)
+    with pytest.raises(ConfigurationError, match="gql-memory reembed") as refused:
+        await verify_embedding_config(db, new)
+    assert "384-dimensional" in str(refused.value) and "dimension 16" in str(refused.value)
+
+    seen: list[tuple[str, int, int]] = []
+    counts = await reembed(db, new, batch_size=1, progress=lambda *a: seen.append(a))
+    assert counts == {"insights": 2, "episodes": 1, "raw_dialogue": 1}
+    assert ("insights", 2, 2) in seen
+    assert await stored_config(db) == ("local", new.model, 16)
+    await verify_embedding_config(db, new)
+    with pytest.raises(ConfigurationError):
+        await verify_embedding_config(db, old)
+
+    after = Memory(db, settings, embedder=new)
+    hits = await after.insights.search("green tea", top_k=1)
+    assert hits[0].insight.content == "The user likes green tea"
+    assert len((await after.insights.embeddings([hits[0].insight.id]))[hits[0].insight.id]) == 16
+    async with db.read() as conn:
+        indexes = set((await conn.execute(text("SELECT indexname FROM pg_indexes"))).scalars())
+    assert {"ix_insights_embedding_hnsw", "ix_episodes_embedding_hnsw"} <= indexes
