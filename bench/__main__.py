@@ -12,7 +12,7 @@ import time
 
 from bench.common import DOCS
 
-BENCHMARKS = ["throughput"]
+BENCHMARKS = ["throughput", "insight_search"]
 
 
 def main(names: list[str]) -> None:
