@@ -58,6 +58,23 @@ class Settings(BaseSettings):
         description="Items with importance above this are protected from LRU eviction.",
     )
 
+    # event-based decay (ADR-003): attention = base * decay_rate^eventsElapsed + mentions * boost
+    decay_rate: float = Field(
+        default=0.85, gt=0.0, le=1.0, description="Attention kept per session event."
+    )
+    mention_boost: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="Attention added per access (mention)."
+    )
+    attention_floor: float = Field(
+        default=0.05, ge=0.0, le=1.0, description="Surviving items report at least this."
+    )
+    decay_delete_threshold: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="Non-critical items whose raw attention falls below this are evicted.",
+    )
+
     # --- pagination -----------------------------------------------------------------------
     default_page_size: int = Field(default=100, ge=1)
     max_page_size: int = Field(default=1000, ge=1)

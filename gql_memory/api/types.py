@@ -31,7 +31,10 @@ class WorkingMemoryItem:
     importance: float = strawberry.field(
         description="0..1; items above the critical threshold (0.8) survive LRU eviction."
     )
-    attention: float = strawberry.field(description="Current attention score of the item.")
+    attention: float = strawberry.field(
+        description="Attention now: base x 0.85^(session events since last touch) + 0.05 x "
+        "mentions, at least 0.05 (event-based decay; pauses never decay)."
+    )
     mention_count: int = strawberry.field(description="How often the item was accessed.")
     last_accessed: datetime = strawberry.field(description="Last access (LRU order key).")
     created_at: datetime = strawberry.field(description="When the item was added.")
@@ -74,6 +77,9 @@ class WorkingMemoryResult:
     current_count: int = strawberry.field(
         description="Items in the session's working memory after the add."
     )
+    decayed_ids: list[strawberry.ID] = strawberry.field(
+        description="Ids of items archived by event-based decay (DECAY_EVICTION) during the add."
+    )
 
     @classmethod
     def from_domain(cls, result: working.WorkingMemoryResult) -> WorkingMemoryResult:
@@ -85,6 +91,7 @@ class WorkingMemoryResult:
             evicted_id=as_id(result.evicted_id),
             archived_id=as_id(result.archived_id),
             current_count=result.current_count,
+            decayed_ids=[strawberry.ID(str(i)) for i in result.decayed_ids],
         )
 
 

@@ -130,3 +130,39 @@ episodes = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
 )
+
+# Graph and decay (migration 0003).
+session_state = Table(
+    "session_state",
+    metadata,
+    _namespace(),
+    Column("session_id", String(255), primary_key=True),
+    Column("event_counter", BigInteger, nullable=False, server_default="0"),
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("label", String(255), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("properties", JSONB, nullable=True),
+    Column("insight_id", BigInteger, nullable=True),
+    Column("episode_id", BigInteger, nullable=True),
+    Column("raw_id", BigInteger, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+edges = Table(
+    "edges",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    _namespace(),
+    Column("source_id", BigInteger, nullable=False),
+    Column("target_id", BigInteger, nullable=False),
+    Column("relation", Text, nullable=False),
+    Column("weight", Float, nullable=False, server_default="1.0"),
+    Column("properties", JSONB, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

@@ -17,6 +17,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.errors import ValidationError
+from gql_memory.memory.decay import session_event
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
     require_id,
@@ -25,6 +26,7 @@ from gql_memory.memory.validation import (
     require_session_id,
     require_text,
 )
+from gql_memory.memory.working import lock_session
 
 DATE_RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})$")
 DATE_RANGE_HELP = "Invalid date_range format. Expected: YYYY-MM-DD:YYYY-MM-DD"
@@ -144,7 +146,20 @@ class RawDialogueStore:
                     raise
                 raise ValidationError(f"turn {index}: {exc}") from exc
         async with self.db.write() as conn:
-            return await self._insert(conn, rows)
+            stored = await self._insert(conn, rows)
+            await self._count_events(conn, [r["session_id"] for r in rows])
+            return stored
+
+    async def _count_events(self, conn: AsyncConnection, session_ids: list[str]) -> None:
+        """Each stored turn is a write event of its session (working-memory decay)."""
+        per_session: dict[str, int] = {}
+        for session_id in session_ids:
+            per_session[session_id] = per_session.get(session_id, 0) + 1
+        for session_id in sorted(per_session):  # a fixed lock order: no deadlocks
+            await lock_session(conn, self.namespace, session_id)
+            await session_event(
+                conn, self.namespace, session_id, self.settings, per_session[session_id]
+            )
 
     async def _insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[RawDialogue]:
         """One INSERT ... SELECT FROM unnest(...): a single round trip for any batch size."""

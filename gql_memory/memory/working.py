@@ -14,12 +14,20 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, func, select, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import working_memory
 from gql_memory.errors import NotFoundError, ValidationError
+from gql_memory.memory.decay import (
+    ATTENTION_SQL,
+    decay_params,
+    record_events,
+    session_event,
+    sweep,
+)
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows, require_reason
 from gql_memory.memory.validation import (
     require_id,
@@ -49,6 +57,7 @@ class WorkingMemoryResult:
     evicted_id: int | None
     archived_id: int | None
     current_count: int
+    decayed_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,13 +79,12 @@ class WorkingMemoryItem:
     @classmethod
     def from_row(cls, row: Row[Any]) -> WorkingMemoryItem:
         m = row._mapping
-        attention = m["attention"]
         return cls(
             id=m["id"],
             session_id=m["session_id"],
             content=m["content"],
             importance=m["importance"],
-            attention=m["importance"] if attention is None else attention,
+            attention=m["attention"],
             mention_count=m["mention_count"],
             last_accessed=m["last_accessed"],
             created_at=m["created_at"],
@@ -96,6 +104,15 @@ def _require_ref(ref_kind: Any, ref_id: Any) -> tuple[str | None, int | None]:
     except ValueError as exc:
         raise ValidationError("refKind must be one of INSIGHT, EPISODE, RAW, NODE") from exc
     return kind.value, require_id(ref_id, "refId")
+
+
+# Items with their attention computed from the session's event counter (queries never write).
+SELECT_ITEMS_SQL = f"""
+SELECT w.id, w.session_id, w.content, w.importance, {ATTENTION_SQL} AS attention,
+       w.mention_count, w.last_accessed, w.created_at, w.ref_kind, w.ref_id, w.provenance
+FROM working_memory w
+LEFT JOIN session_state s ON s.namespace = w.namespace AND s.session_id = w.session_id
+"""
 
 
 async def lock_session(conn: AsyncConnection, namespace: str, session_id: str) -> None:
@@ -151,15 +168,22 @@ class WorkingMemory:
         ref_kind: Any = None,
         ref_id: Any = None,
         provenance: Any = None,
+        attention: Any = None,
     ) -> WorkingMemoryResult:
-        """``add`` inside a caller's transaction (restore and ingestion reuse it)."""
+        """``add`` inside a caller's transaction (restore and ingestion reuse it).
+
+        ``attention`` is the decay base (default: the importance), e.g. an extraction rule's.
+        """
         content = require_text(content, "Content")
         importance = require_importance(importance)
+        if attention is not None:
+            attention = require_importance(attention, "attention")
         session_id = require_session_id(session_id)
         kind, ref = _require_ref(ref_kind, ref_id)
         provenance = require_json_object(provenance, "provenance")
 
         await lock_session(conn, self.namespace, session_id)
+        counter, decayed = await session_event(conn, self.namespace, session_id, self.settings)
         added_id = await conn.scalar(
             working_memory.insert()
             .values(
@@ -167,7 +191,8 @@ class WorkingMemory:
                 session_id=session_id,
                 content=content,
                 importance=importance,
-                attention=importance,
+                attention=importance if attention is None else attention,
+                last_event=counter,
                 # clock_timestamp(), not now(): strict LRU order even within one transaction.
                 last_accessed=func.clock_timestamp(),
                 created_at=func.clock_timestamp(),
@@ -185,6 +210,7 @@ class WorkingMemory:
             evicted_id=first.original_id if first else None,
             archived_id=first.id if first else None,
             current_count=count,
+            decayed_ids=tuple(item.original_id for item in decayed if item.original_id),
         )
 
     async def _evict_over_capacity(
@@ -221,12 +247,11 @@ class WorkingMemory:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    select(working_memory)
-                    .where(
-                        working_memory.c.namespace == self.namespace,
-                        working_memory.c.session_id == session_id,
-                    )
-                    .order_by(working_memory.c.last_accessed.desc(), working_memory.c.id.desc())
+                    text(
+                        SELECT_ITEMS_SQL + "WHERE w.namespace = :ns AND w.session_id = :sid "
+                        "ORDER BY w.last_accessed DESC, w.id DESC"
+                    ).columns(provenance=JSONB),
+                    {"ns": self.namespace, "sid": session_id, **decay_params(self.settings)},
                 )
             ).all()
         return [WorkingMemoryItem.from_row(r) for r in rows]
@@ -235,34 +260,51 @@ class WorkingMemory:
         """The item, or None. Reading never touches last_accessed (use ``access``)."""
         item_id = require_id(item_id)
         async with self.db.read() as conn:
-            row = (
-                await conn.execute(
-                    select(working_memory).where(
-                        working_memory.c.id == item_id,
-                        working_memory.c.namespace == self.namespace,
-                    )
-                )
-            ).first()
+            row = await self._select_one(conn, item_id)
         return WorkingMemoryItem.from_row(row) if row else None
 
+    async def _select_one(self, conn: AsyncConnection, item_id: int) -> Row[Any] | None:
+        return (
+            await conn.execute(
+                text(SELECT_ITEMS_SQL + "WHERE w.namespace = :ns AND w.id = :id").columns(
+                    provenance=JSONB
+                ),
+                {"ns": self.namespace, "id": item_id, **decay_params(self.settings)},
+            )
+        ).first()
+
     async def access(self, item_id: Any) -> WorkingMemoryItem:
-        """True LRU touch: last_accessed = now, mention_count + 1."""
+        """True LRU touch: last_accessed = now, mention_count + 1, decay restarts from now.
+
+        An access is a write event of the item's session (it advances the event counter).
+        """
         item_id = require_id(item_id)
         async with self.db.write() as conn:
-            row = (
-                await conn.execute(
-                    working_memory.update()
-                    .where(
-                        working_memory.c.id == item_id,
-                        working_memory.c.namespace == self.namespace,
-                    )
-                    .values(
-                        last_accessed=func.clock_timestamp(),
-                        mention_count=working_memory.c.mention_count + 1,
-                    )
-                    .returning(*working_memory.c)
+            session_id = await conn.scalar(
+                select(working_memory.c.session_id).where(
+                    working_memory.c.id == item_id, working_memory.c.namespace == self.namespace
                 )
-            ).first()
+            )
+            if session_id is None:
+                raise NotFoundError(f"Working memory item {item_id} not found")
+            await lock_session(conn, self.namespace, session_id)
+            counter = await record_events(conn, self.namespace, session_id)
+            result = await conn.execute(
+                working_memory.update()
+                .where(
+                    working_memory.c.id == item_id,
+                    working_memory.c.namespace == self.namespace,
+                )
+                .values(
+                    last_accessed=func.clock_timestamp(),
+                    mention_count=working_memory.c.mention_count + 1,
+                    last_event=counter,
+                )
+            )
+            # Touch first, then sweep: the accessed item is fresh and survives.
+            await sweep(conn, self.namespace, session_id, self.settings)
+            # The item may have been evicted between the lookup and the lock.
+            row = await self._select_one(conn, item_id) if result.rowcount else None
         if row is None:
             raise NotFoundError(f"Working memory item {item_id} not found")
         return WorkingMemoryItem.from_row(row)

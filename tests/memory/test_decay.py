@@ -1,0 +1,84 @@
+"""Event-based decay (seed 002 ADR-003): attention by events, never by wall-clock time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gql_memory import RawDialogueInput
+from gql_memory.memory import Memory
+from gql_memory.memory.decay import attention
+from gql_memory.memory.stale import ArchiveReason
+
+
+async def events(memory: Memory, count: int, session_id: str = "default") -> None:
+    """``count`` write events in the session (stored dialogue turns)."""
+    if count == 0:
+        return
+    await memory.raw.store_many(
+        [RawDialogueInput(session_id, "user", f"turn {i}") for i in range(count)]
+    )
+
+
+async def attention_of(memory: Memory, item_id: int) -> float:
+    item = await memory.working.get(item_id)
+    assert item is not None
+    return item.attention
+
+
+@pytest.mark.parametrize("elapsed", [0, 1, 3, 10])
+async def test_attention_follows_the_adr_formula(memory: Memory, elapsed: int) -> None:
+    added = await memory.working.add("fact", importance=0.6)
+    await events(memory, elapsed)
+    expected = max(0.05, 0.6 * 0.85**elapsed)
+    assert await attention_of(memory, added.added_id) == pytest.approx(expected)
+    assert attention(0.6, elapsed, 0, memory.settings)[1] == pytest.approx(expected)
+
+
+async def test_mentions_add_to_attention_and_restart_decay(memory: Memory) -> None:
+    added = await memory.working.add("fact", importance=0.5)
+    await events(memory, 4)
+    await memory.working.access(added.added_id)
+    assert await attention_of(memory, added.added_id) == pytest.approx(0.5 + 0.05)
+    await events(memory, 2)
+    assert await attention_of(memory, added.added_id) == pytest.approx(0.5 * 0.85**2 + 0.05)
+
+
+async def test_pause_does_not_decay_anything(memory: Memory) -> None:
+    added = await memory.working.add("fact", importance=0.7)
+    await events(memory, 3)
+    before = await attention_of(memory, added.added_id)
+    await asyncio.sleep(1.0)  # a "pause": time passes, no events happen
+    for _ in range(3):
+        await memory.working.list()  # reading is not an event
+    assert await attention_of(memory, added.added_id) == before
+
+
+async def test_items_below_threshold_are_decay_evicted_and_archived(memory: Memory) -> None:
+    added = await memory.working.add("fleeting", importance=0.5)
+    await events(memory, 24)  # raw 0.5 * 0.85**24 = 0.0101 >= 0.01: survives at the floor
+    assert await attention_of(memory, added.added_id) == pytest.approx(0.05)
+    await events(memory, 1)  # raw 0.0086 < 0.01: evicted
+    assert await memory.working.get(added.added_id) is None
+    [archived] = (await memory.stale.list(reason=ArchiveReason.DECAY_EVICTION)).items
+    assert (archived.original_id, archived.original_content) == (added.added_id, "fleeting")
+
+
+async def test_critical_items_never_decay_away(memory: Memory) -> None:
+    added = await memory.working.add("critical", importance=0.9)
+    await events(memory, 200)
+    assert await attention_of(memory, added.added_id) == pytest.approx(0.05)
+    assert (await memory.stale.list()).items == []
+
+
+async def test_add_reports_decay_evictions(memory: Memory) -> None:
+    old = await memory.working.add("old", importance=0.01)
+    result = await memory.working.add("new", importance=0.5)
+    assert result.decayed_ids == (old.added_id,)
+
+
+async def test_events_of_other_sessions_do_not_decay_this_one(memory: Memory) -> None:
+    added = await memory.working.add("mine", importance=0.5, session_id="a")
+    await events(memory, 30, session_id="b")
+    assert await attention_of(memory, added.added_id) == pytest.approx(0.5)
