@@ -20,6 +20,7 @@ from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.episodes import Episodes
+from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
@@ -111,6 +112,10 @@ class MemoryStore:
     @property
     def episodes(self) -> Episodes:
         return self.memory.episodes
+
+    @property
+    def graph(self) -> Graph:
+        return self.memory.graph
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this store's namespace."""

@@ -32,3 +32,5 @@ class Loaders:
         self.insight_embedding = _loader(memory.insights.embeddings)
         self.episode = _loader(memory.episodes.get_many)
         self.episode_embedding = _loader(memory.episodes.embeddings)
+        self.node = _loader(memory.graph.get_nodes)
+        self.node_edges = _loader(memory.graph.edges_of)

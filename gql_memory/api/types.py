@@ -156,6 +156,8 @@ class Stats:
     stale_memory: int = strawberry.field(description="Archived (stale) items.")
     insights: int = strawberry.field(description="L2 insights.")
     episodes: int = strawberry.field(description="Stored episodes.")
+    nodes: int = strawberry.field(description="Graph nodes.")
+    edges: int = strawberry.field(description="Graph edges.")
     sessions: int = strawberry.field(description="Sessions with working memory or dialogue.")
 
 

@@ -7,6 +7,7 @@ from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.erasure import forget_session
+from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.stale import StaleMemory
@@ -38,6 +39,7 @@ class Memory:
         self.stale = StaleMemory(db, settings, namespace, self.working)
         self.insights = Insights(db, settings, namespace, self.embedder)
         self.episodes = Episodes(db, settings, namespace, self.embedder)
+        self.graph = Graph(db, settings, namespace)
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this namespace."""

@@ -68,9 +68,10 @@ async def sweep(
 ) -> list[StaleMemoryItem]:
     """Archive (DECAY_EVICTION) the session's non-critical items below the delete threshold."""
     victims = (
-        await conn.execute(
-            text(
-                f"""
+        (
+            await conn.execute(
+                text(
+                    f"""
                 SELECT w.id FROM working_memory w
                 LEFT JOIN session_state s
                   ON s.namespace = w.namespace AND s.session_id = w.session_id
@@ -78,16 +79,19 @@ async def sweep(
                   AND w.importance <= :critical
                   AND {RAW_ATTENTION_SQL} < :threshold
                 """
-            ),
-            {
-                "ns": namespace,
-                "sid": session_id,
-                "critical": settings.critical_importance,
-                "threshold": settings.decay_delete_threshold,
-                **decay_params(settings),
-            },
+                ),
+                {
+                    "ns": namespace,
+                    "sid": session_id,
+                    "critical": settings.critical_importance,
+                    "threshold": settings.decay_delete_threshold,
+                    **decay_params(settings),
+                },
+            )
         )
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     return await archive_rows(conn, namespace, list(victims), ArchiveReason.DECAY_EVICTION)
 
 

@@ -16,6 +16,8 @@ class MemoryStats:
     stale_memory: int
     insights: int
     episodes: int
+    nodes: int
+    edges: int
     sessions: int
 
 
@@ -32,6 +34,8 @@ async def memory_stats(db: Database, namespace: str) -> MemoryStats:
                       (SELECT count(*) FROM stale_memory WHERE namespace = :ns) AS stale_memory,
                       (SELECT count(*) FROM insights WHERE namespace = :ns) AS insights,
                       (SELECT count(*) FROM episodes WHERE namespace = :ns) AS episodes,
+                      (SELECT count(*) FROM nodes WHERE namespace = :ns) AS nodes,
+                      (SELECT count(*) FROM edges WHERE namespace = :ns) AS edges,
                       (SELECT count(*) FROM (
                           SELECT session_id FROM working_memory WHERE namespace = :ns
                           UNION SELECT session_id FROM raw_dialogue WHERE namespace = :ns

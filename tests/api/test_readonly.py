@@ -80,7 +80,22 @@ async def seed(api: LiveServer) -> dict[str, dict[str, str]]:
         'mutation { storeRawDialogue(input: {sessionId: "default", speaker: "user", '
         'content: "hello"}) { id } }'
     )
+    a = await api.data(
+        'mutation($i: ID) { addNode(input: {label: "T", name: "a", insightId: $i}) { id } }',
+        {"i": insight["addInsight"]["id"]},
+    )
+    b = await api.data('mutation { addNode(input: {label: "T", name: "b"}) { id } }')
+    a_id, b_id = a["addNode"]["id"], b["addNode"]["id"]
+    await api.data(
+        "mutation($a: ID!, $b: ID!) { addEdge(input: {sourceId: $a, targetId: $b, "
+        'relation: "r"}) { id } }',
+        {"a": a_id, "b": b_id},
+    )
     return {
+        "node": {"id": a_id},
+        "nodeByName": {"label": "T", "name": "a"},
+        "neighbors": {"nodeId": a_id},
+        "path": {"fromId": a_id, "toId": b_id},
         "workingMemoryItem": {"id": added["addWorkingMemory"]["addedId"]},
         "insight": {"id": insight["addInsight"]["id"]},
         "episode": {"id": episode["storeEpisode"]["id"]},

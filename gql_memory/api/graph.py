@@ -1,0 +1,290 @@
+"""GraphQL for the memory graph: nodes, edges, neighbors and shortest paths."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import strawberry
+from strawberry.scalars import JSON
+
+from gql_memory.api.context import Info
+from gql_memory.api.semantic import Episode, Insight
+from gql_memory.api.types import Connection, RawDialogue, to_connection
+from gql_memory.memory import graph
+
+Direction = strawberry.enum(
+    graph.Direction, name="Direction", description="Which edges a traversal follows."
+)
+IdArg = Annotated[strawberry.ID, strawberry.argument(description="Node id.")]
+
+
+@strawberry.type(description="A node of the memory graph, unique per (label, name).")
+class Node:
+    id: strawberry.ID = strawberry.field(description="Database id of the node.")
+    label: str = strawberry.field(description="The node's kind, e.g. Person, Project, Fact.")
+    name: str = strawberry.field(description="The node's name, unique within its label.")
+    properties: JSON | None = strawberry.field(description="Caller-supplied JSON object.")
+    created_at: datetime = strawberry.field(description="When the node was created.")
+    insight_id: strawberry.Private[int | None]
+    episode_id: strawberry.Private[int | None]
+    raw_id: strawberry.Private[int | None]
+
+    @strawberry.field(description="The insight this node stands for, if any (batched).")
+    async def insight(self, info: Info) -> Insight | None:
+        if self.insight_id is None:
+            return None
+        found = await info.context.loaders.insight.load(self.insight_id)
+        return Insight.from_domain(found) if found else None
+
+    @strawberry.field(description="The episode this node stands for, if any (batched).")
+    async def episode(self, info: Info) -> Episode | None:
+        if self.episode_id is None:
+            return None
+        found = await info.context.loaders.episode.load(self.episode_id)
+        return Episode.from_domain(found) if found else None
+
+    @strawberry.field(description="The raw dialogue turn this node stands for, if any.")
+    async def raw_dialogue(self, info: Info) -> RawDialogue | None:
+        if self.raw_id is None:
+            return None
+        found = await info.context.loaders.raw_dialogue.load(self.raw_id)
+        return RawDialogue.from_domain(found) if found else None
+
+    @strawberry.field(description="Every edge touching this node, in or out (batched).")
+    async def edges(self, info: Info) -> list[Edge]:
+        found = await info.context.loaders.node_edges.load(int(self.id))
+        return [Edge.from_domain(e) for e in found or []]
+
+    @classmethod
+    def from_domain(cls, node: graph.Node) -> Node:
+        return cls(
+            id=strawberry.ID(str(node.id)),
+            label=node.label,
+            name=node.name,
+            properties=node.properties,
+            created_at=node.created_at,
+            insight_id=node.insight_id,
+            episode_id=node.episode_id,
+            raw_id=node.raw_id,
+        )
+
+
+@strawberry.type(description="A directed, typed, weighted edge between two nodes.")
+class Edge:
+    id: strawberry.ID = strawberry.field(description="Database id of the edge.")
+    source_id: strawberry.ID = strawberry.field(description="Id of the source node.")
+    target_id: strawberry.ID = strawberry.field(description="Id of the target node.")
+    relation: str = strawberry.field(description="The relation, e.g. causes, mentions.")
+    weight: float = strawberry.field(description="The edge's weight (default 1.0).")
+    properties: JSON | None = strawberry.field(description="Caller-supplied JSON object.")
+    created_at: datetime = strawberry.field(description="When the edge was created.")
+
+    @strawberry.field(description="The source node (batched).")
+    async def source(self, info: Info) -> Node:
+        found = await info.context.loaders.node.load(int(self.source_id))
+        assert found is not None  # edges cascade with their nodes
+        return Node.from_domain(found)
+
+    @strawberry.field(description="The target node (batched).")
+    async def target(self, info: Info) -> Node:
+        found = await info.context.loaders.node.load(int(self.target_id))
+        assert found is not None
+        return Node.from_domain(found)
+
+    @classmethod
+    def from_domain(cls, edge: graph.Edge) -> Edge:
+        return cls(
+            id=strawberry.ID(str(edge.id)),
+            source_id=strawberry.ID(str(edge.source_id)),
+            target_id=strawberry.ID(str(edge.target_id)),
+            relation=edge.relation,
+            weight=edge.weight,
+            properties=edge.properties,
+            created_at=edge.created_at,
+        )
+
+
+@strawberry.type(description="A node reached by a traversal, at its shortest distance.")
+class Neighbor:
+    node: Node = strawberry.field(description="The node reached.")
+    distance: int = strawberry.field(description="Hops from the start node (1..depth).")
+    path: list[Node] = strawberry.field(
+        description="A shortest path from the start node to this node, both included."
+    )
+    edges: list[Edge] = strawberry.field(description="The edges along that path, in order.")
+
+    @classmethod
+    def from_domain(cls, neighbor: graph.Neighbor) -> Neighbor:
+        return cls(
+            node=Node.from_domain(neighbor.node),
+            distance=neighbor.distance,
+            path=[Node.from_domain(n) for n in neighbor.path],
+            edges=[Edge.from_domain(e) for e in neighbor.edges],
+        )
+
+
+@strawberry.type(description="A shortest path between two nodes.")
+class GraphPath:
+    nodes: list[Node] = strawberry.field(description="The nodes from start to end.")
+    edges: list[Edge] = strawberry.field(description="The edges between them, in order.")
+    length: int = strawberry.field(description="Number of edges (hops).")
+
+    @classmethod
+    def from_domain(cls, path: graph.GraphPath) -> GraphPath:
+        return cls(
+            nodes=[Node.from_domain(n) for n in path.nodes],
+            edges=[Edge.from_domain(e) for e in path.edges],
+            length=path.length,
+        )
+
+
+@strawberry.input(description="A node to create, or to update when (label, name) exists.")
+class NodeInput:
+    label: str = strawberry.field(description="The node's kind (non-empty).")
+    name: str = strawberry.field(description="The node's name (non-empty).")
+    properties: JSON | None = strawberry.field(default=None, description="JSON object.")
+    insight_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Tie the node to this insight."
+    )
+    episode_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Tie the node to this episode."
+    )
+    raw_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Tie the node to this raw dialogue turn."
+    )
+
+
+@strawberry.input(description="A node named by label and name instead of id.")
+class NodeKeyInput:
+    label: str = strawberry.field(description="The node's label.")
+    name: str = strawberry.field(description="The node's name.")
+
+
+@strawberry.input(
+    description="An edge to create (or update: same source, target and relation). Name each "
+    "end by id or by (label, name)."
+)
+class EdgeInput:
+    relation: str = strawberry.field(description="The relation (non-empty).")
+    source_id: strawberry.ID | None = strawberry.field(default=None, description="Source id.")
+    target_id: strawberry.ID | None = strawberry.field(default=None, description="Target id.")
+    source: NodeKeyInput | None = strawberry.field(
+        default=None, description="Source by label and name (instead of sourceId)."
+    )
+    target: NodeKeyInput | None = strawberry.field(
+        default=None, description="Target by label and name (instead of targetId)."
+    )
+    weight: float = strawberry.field(default=1.0, description="The edge's weight.")
+    properties: JSON | None = strawberry.field(default=None, description="JSON object.")
+    create_missing: bool = strawberry.field(
+        default=False, description="Create ends named by (label, name) that do not exist."
+    )
+
+
+def _end(node_id: strawberry.ID | None, key: NodeKeyInput | None, field: str) -> graph.NodeRef:
+    from gql_memory.errors import ValidationError
+
+    if (node_id is None) == (key is None):
+        raise ValidationError(f"Give exactly one of {field}Id and {field}")
+    return node_id if node_id is not None else (key.label, key.name)  # type: ignore[union-attr]
+
+
+@strawberry.type(description="Queries of the memory graph.")
+class GraphQueries:
+    @strawberry.field(description="One node, or null.")
+    async def node(self, info: Info, id: IdArg) -> Node | None:
+        found = await info.context.memory.graph.get_node(id)
+        return Node.from_domain(found) if found else None
+
+    @strawberry.field(description="The node with this label and name, or null.")
+    async def node_by_name(
+        self,
+        info: Info,
+        label: Annotated[str, strawberry.argument(description="The node's label.")],
+        name: Annotated[str, strawberry.argument(description="The node's name.")],
+    ) -> Node | None:
+        found = await info.context.memory.graph.node_by_name(label, name)
+        return Node.from_domain(found) if found else None
+
+    @strawberry.field(description="Nodes, newest first, optionally of one label.")
+    async def nodes(
+        self,
+        info: Info,
+        label: Annotated[
+            str | None, strawberry.argument(description="Only nodes with this label.")
+        ] = None,
+        first: Annotated[
+            int | None, strawberry.argument(description="Page size (default 100, at most 1000).")
+        ] = None,
+        after: Annotated[
+            str | None, strawberry.argument(description="Return items after this cursor.")
+        ] = None,
+    ) -> Connection[Node]:
+        page = await info.context.memory.graph.list_nodes(label=label, first=first, after=after)
+        return to_connection(page, Node)
+
+    @strawberry.field(
+        description="Nodes within `depth` hops (1..5), each once at its shortest distance, "
+        "with a path; one recursive query, cycle-safe."
+    )
+    async def neighbors(
+        self,
+        info: Info,
+        node_id: Annotated[strawberry.ID, strawberry.argument(description="Start node id.")],
+        depth: Annotated[int, strawberry.argument(description="Maximum hops, 1..5.")] = 1,
+        relation: Annotated[
+            str | None, strawberry.argument(description="Only follow edges of this relation.")
+        ] = None,
+        direction: Annotated[
+            Direction, strawberry.argument(description="OUT, IN or BOTH (default).")
+        ] = graph.Direction.BOTH,
+    ) -> list[Neighbor]:
+        found = await info.context.memory.graph.neighbors(node_id, depth, relation, direction)
+        return [Neighbor.from_domain(n) for n in found]
+
+    @strawberry.field(description="A shortest path (edges in either direction), or null.")
+    async def path(
+        self,
+        info: Info,
+        from_id: Annotated[strawberry.ID, strawberry.argument(description="Start node id.")],
+        to_id: Annotated[strawberry.ID, strawberry.argument(description="End node id.")],
+        max_depth: Annotated[int, strawberry.argument(description="Maximum hops, 1..5.")] = 5,
+    ) -> GraphPath | None:
+        found = await info.context.memory.graph.path(from_id, to_id, max_depth)
+        return GraphPath.from_domain(found) if found else None
+
+
+@strawberry.type(description="Mutations of the memory graph.")
+class GraphMutations:
+    @strawberry.mutation(description="Create a node, or update the one with this label and name.")
+    async def add_node(
+        self, info: Info, input: Annotated[NodeInput, strawberry.argument(description="The node.")]
+    ) -> Node:
+        node = await info.context.memory.graph.add_node(
+            input.label,
+            input.name,
+            input.properties,
+            insight_id=input.insight_id,
+            episode_id=input.episode_id,
+            raw_id=input.raw_id,
+        )
+        return Node.from_domain(node)
+
+    @strawberry.mutation(description="Connect two nodes; self-loops are rejected.")
+    async def add_edge(
+        self, info: Info, input: Annotated[EdgeInput, strawberry.argument(description="The edge.")]
+    ) -> Edge:
+        edge = await info.context.memory.graph.add_edge(
+            _end(input.source_id, input.source, "source"),
+            _end(input.target_id, input.target, "target"),
+            input.relation,
+            input.weight,
+            input.properties,
+            create_missing=input.create_missing,
+        )
+        return Edge.from_domain(edge)
+
+    @strawberry.mutation(description="Delete a node and its edges; false when there was none.")
+    async def delete_node(self, info: Info, id: IdArg) -> bool:
+        return await info.context.memory.graph.delete_node(id)
