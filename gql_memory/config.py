@@ -75,6 +75,22 @@ class Settings(BaseSettings):
         description="Non-critical items whose raw attention falls below this are evicted.",
     )
 
+    # hybrid search (ADR-002): RRF fusion, then bounded graph-aware boosts
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant k.")
+    search_vector_weight: float = Field(default=0.7, ge=0.0, description="RRF weight, vector leg.")
+    search_text_weight: float = Field(default=0.3, ge=0.0, description="RRF weight, text leg.")
+    session_boost_factor: float = Field(
+        default=0.15, ge=0.0, description="sessionBoost = this x attention of the referring item."
+    )
+    causal_boost_one_hop: float = Field(default=0.10, ge=0.0)
+    causal_boost_two_hops: float = Field(default=0.05, ge=0.0)
+    boost_cap: float = Field(
+        default=0.20, ge=0.0, le=1.0, description="Hard cap of sessionBoost + causalBoost."
+    )
+    embedding_max_chars: int = Field(
+        default=16_000, ge=100, description="Longer texts are truncated before embedding."
+    )
+
     # --- pagination -----------------------------------------------------------------------
     default_page_size: int = Field(default=100, ge=1)
     max_page_size: int = Field(default=1000, ge=1)

@@ -9,6 +9,7 @@ The API's resolvers call exactly the same service objects, so library and server
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -23,6 +24,7 @@ from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.search import MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.working import WorkingMemory
@@ -116,6 +118,17 @@ class MemoryStore:
     @property
     def graph(self) -> Graph:
         return self.memory.graph
+
+    async def search(
+        self,
+        query: str,
+        top_k: int = 10,
+        session_id: str | None = None,
+        layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
+        weights: SearchWeights | None = None,
+    ) -> list[SearchHit]:
+        """Graph-aware hybrid search (see gql_memory.memory.search)."""
+        return await self.memory.search(query, top_k, session_id, layers, weights)
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this store's namespace."""

@@ -20,12 +20,13 @@ from gql_memory.api.errors import log_errors
 from gql_memory.api.graph import GraphMutations, GraphQueries
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.queries import MemoryQueries
+from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
 # so a new layer adds its own module and one entry here.
-QUERY_TYPES: tuple[type, ...] = (MemoryQueries, SemanticQueries, GraphQueries)
+QUERY_TYPES: tuple[type, ...] = (MemoryQueries, SemanticQueries, GraphQueries, SearchQueries)
 MUTATION_TYPES: tuple[type, ...] = (MemoryMutations, SemanticMutations, GraphMutations)
 
 Query = strawberry.type(

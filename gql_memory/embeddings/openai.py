@@ -44,6 +44,7 @@ class OpenAIEmbedder:
         self.model = settings.embedding_model
         self.dim = settings.embedding_dim or DEFAULT_OPENAI_DIM
         self.batch_size = settings.embedding_batch_size
+        self.max_chars = settings.embedding_max_chars
         self.attempts = settings.embedding_max_retries + 1
         self.base_delay = settings.embedding_retry_base_delay_s
         # Ask for a dimension only where the model supports shortening (text-embedding-3-*).
@@ -57,6 +58,8 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: list[str]) -> list[Vector]:
         vectors: list[Vector] = []
+        # Models have an input limit (8191 tokens for OpenAI's); embed the beginning.
+        texts = [t[: self.max_chars] for t in texts]
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(await self._embed_batch(texts[start : start + self.batch_size]))
         return vectors

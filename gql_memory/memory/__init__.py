@@ -10,6 +10,7 @@ from gql_memory.memory.erasure import forget_session
 from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.search import HybridSearch
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats, memory_stats
 from gql_memory.memory.working import WorkingMemory
@@ -34,12 +35,14 @@ class Memory:
         self.settings = settings
         self.namespace = namespace
         self.embedder = embedder or make_provider(settings)
-        self.raw = RawDialogueStore(db, settings, namespace)
+        self.raw = RawDialogueStore(db, settings, namespace, self.embedder)
         self.working = WorkingMemory(db, settings, namespace)
         self.stale = StaleMemory(db, settings, namespace, self.working)
         self.insights = Insights(db, settings, namespace, self.embedder)
         self.episodes = Episodes(db, settings, namespace, self.embedder)
         self.graph = Graph(db, settings, namespace)
+        self.hybrid = HybridSearch(db, settings, namespace, self.embedder)
+        self.search = self.hybrid.search
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this namespace."""

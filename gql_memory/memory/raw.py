@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
-from gql_memory.errors import ValidationError
+from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.decay import session_event
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
@@ -26,7 +28,10 @@ from gql_memory.memory.validation import (
     require_session_id,
     require_text,
 )
+from gql_memory.memory.vectors import vector_literal
 from gql_memory.memory.working import lock_session
+
+log = logging.getLogger(__name__)
 
 DATE_RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})$")
 DATE_RANGE_HELP = "Invalid date_range format. Expected: YYYY-MM-DD:YYYY-MM-DD"
@@ -114,10 +119,17 @@ def _validated(turn: RawDialogueInput) -> dict[str, Any]:
 class RawDialogueStore:
     """Store and read raw dialogue turns of one namespace."""
 
-    def __init__(self, db: Database, settings: Settings, namespace: str) -> None:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        namespace: str,
+        embedder: EmbeddingProvider | None = None,
+    ) -> None:
         self.db = db
         self.settings = settings
         self.namespace = namespace
+        self.embedder = embedder
 
     async def store(
         self,
@@ -145,8 +157,9 @@ class RawDialogueStore:
                 if len(turns) == 1:
                     raise
                 raise ValidationError(f"turn {index}: {exc}") from exc
+        embeddings = await self._embed([r["content"] for r in rows])
         async with self.db.write() as conn:
-            stored = await self._insert(conn, rows)
+            stored = await self._insert(conn, rows, embeddings)
             await self._count_events(conn, [r["session_id"] for r in rows])
             return stored
 
@@ -161,20 +174,36 @@ class RawDialogueStore:
                 conn, self.namespace, session_id, self.settings, per_session[session_id]
             )
 
-    async def _insert(self, conn: AsyncConnection, rows: list[dict[str, Any]]) -> list[RawDialogue]:
+    async def _embed(self, contents: list[str]) -> list[str | None]:
+        """Embeddings for hybrid search, when enabled. The transcript matters more than its
+        vectors: if the provider is down, turns are stored without (reembed fills them)."""
+        if not self.settings.embed_raw_dialogue or self.embedder is None:
+            return [None] * len(contents)
+        try:
+            vectors = await self.embedder.embed(contents)
+        except ServiceUnavailableError as exc:
+            log.warning("storing %d turns without embeddings: %s", len(contents), exc)
+            return [None] * len(contents)
+        return [vector_literal(v) for v in vectors]
+
+    async def _insert(
+        self, conn: AsyncConnection, rows: list[dict[str, Any]], embeddings: list[str | None]
+    ) -> list[RawDialogue]:
         """One INSERT ... SELECT FROM unnest(...): a single round trip for any batch size."""
         result = await conn.execute(
             text(
                 """
                 INSERT INTO raw_dialogue (namespace, session_id, speaker, content, metadata,
-                                          "timestamp", content_tsv)
+                                          "timestamp", content_tsv, embedding)
                 SELECT :namespace, u.session_id, u.speaker, u.content, CAST(u.metadata AS jsonb),
                        coalesce(u.ts, clock_timestamp()),
-                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
+                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max)),
+                       CAST(u.embedding AS vector)
                 FROM unnest(CAST(:session_ids AS text[]), CAST(:speakers AS text[]),
                             CAST(:contents AS text[]), CAST(:metadata AS text[]),
-                            CAST(:timestamps AS timestamptz[]))
-                     WITH ORDINALITY AS u(session_id, speaker, content, metadata, ts, ord)
+                            CAST(:timestamps AS timestamptz[]), CAST(:embeddings AS text[]))
+                     WITH ORDINALITY AS u(session_id, speaker, content, metadata, ts, embedding,
+                                          ord)
                 ORDER BY u.ord
                 RETURNING id, session_id, speaker, content, metadata, "timestamp"
                 """
@@ -190,6 +219,7 @@ class RawDialogueStore:
                     None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows
                 ],
                 "timestamps": [r["timestamp"] for r in rows],
+                "embeddings": embeddings,
             },
         )
         return sorted((RawDialogue.from_row(r) for r in result.all()), key=lambda t: t.id)

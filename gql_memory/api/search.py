@@ -1,0 +1,131 @@
+"""GraphQL for graph-aware hybrid search."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import strawberry
+
+from gql_memory.api.context import Info
+from gql_memory.api.semantic import Episode, Insight
+from gql_memory.api.types import RawDialogue
+from gql_memory.memory import search
+
+MemoryLayer = strawberry.enum(
+    search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer."
+)
+
+
+DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]
+
+
+@strawberry.input(description="RRF weight of each leg (0 switches a leg off).")
+class SearchWeights:
+    vector: float = strawberry.field(default=0.7, description="Weight of the vector leg.")
+    text: float = strawberry.field(default=0.3, description="Weight of the full-text leg.")
+
+
+@strawberry.type(
+    description="A hybrid-search hit with its explanation: finalScore = rrfScore x "
+    "(1 + min(sessionBoost + causalBoost, 0.20))."
+)
+class SearchHit:
+    layer: MemoryLayer = strawberry.field(description="The layer the hit comes from.")
+    id: strawberry.ID = strawberry.field(description="Id of the hit within its layer.")
+    content: str = strawberry.field(
+        description="The hit's text (insight content, episode query — reflection, or "
+        "'speaker: content' of a raw turn)."
+    )
+    session_id: str | None = strawberry.field(description="Session of a raw dialogue hit.")
+    vector_rank: int | None = strawberry.field(
+        description="1-based rank in the vector leg, null if not among its candidates."
+    )
+    text_rank: int | None = strawberry.field(
+        description="1-based rank in the full-text leg, null if it did not match."
+    )
+    vector_score: float | None = strawberry.field(description="1 - cosine distance.")
+    text_score: float | None = strawberry.field(
+        description="Query lexemes matched (coverage) + cover density (ts_rank_cd)."
+    )
+    rrf_score: float = strawberry.field(description="Sum of weight / (60 + rank) over legs.")
+    session_boost: float = strawberry.field(
+        description="0.15 x attention of the session's working-memory item referring to it."
+    )
+    causal_boost: float = strawberry.field(
+        description="0.10 one hop, 0.05 two hops from a node the session's working memory "
+        "refers to."
+    )
+    boost: float = strawberry.field(
+        description="min(sessionBoost + causalBoost, 0.20): never above the cap."
+    )
+    final_score: float = strawberry.field(description="rrfScore x (1 + boost); hits sort by it.")
+
+    @strawberry.field(description="The insight, when the hit is one (batched).")
+    async def insight(self, info: Info) -> Insight | None:
+        if self.layer is not search.MemoryLayer.INSIGHT:
+            return None
+        found = await info.context.loaders.insight.load(int(self.id))
+        return Insight.from_domain(found) if found else None
+
+    @strawberry.field(description="The episode, when the hit is one (batched).")
+    async def episode(self, info: Info) -> Episode | None:
+        if self.layer is not search.MemoryLayer.EPISODE:
+            return None
+        found = await info.context.loaders.episode.load(int(self.id))
+        return Episode.from_domain(found) if found else None
+
+    @strawberry.field(description="The raw dialogue turn, when the hit is one (batched).")
+    async def raw_dialogue(self, info: Info) -> RawDialogue | None:
+        if self.layer is not search.MemoryLayer.RAW:
+            return None
+        found = await info.context.loaders.raw_dialogue.load(int(self.id))
+        return RawDialogue.from_domain(found) if found else None
+
+    @classmethod
+    def from_domain(cls, hit: search.SearchHit) -> SearchHit:
+        return cls(
+            layer=hit.layer,
+            id=strawberry.ID(str(hit.id)),
+            content=hit.content,
+            session_id=hit.session_id,
+            vector_rank=hit.vector_rank,
+            text_rank=hit.text_rank,
+            vector_score=hit.vector_score,
+            text_score=hit.text_score,
+            rrf_score=hit.rrf_score,
+            session_boost=hit.session_boost,
+            causal_boost=hit.causal_boost,
+            boost=hit.boost,
+            final_score=hit.final_score,
+        )
+
+
+@strawberry.type(description="Hybrid search.")
+class SearchQueries:
+    @strawberry.field(
+        description="Graph-aware hybrid search: vector + full-text legs fused by RRF, boosted "
+        "by the session's working memory and its graph neighbours (capped at +20%)."
+    )
+    async def search(
+        self,
+        info: Info,
+        query: Annotated[str, strawberry.argument(description="What to look for.")],
+        top_k: Annotated[int, strawberry.argument(description="How many hits (1..100).")] = 10,
+        session_id: Annotated[
+            str, strawberry.argument(description="Session whose working memory boosts hits.")
+        ] = "default",
+        layers: Annotated[
+            list[MemoryLayer], strawberry.argument(description="Layers to search.")
+        ] = DEFAULT_LAYERS,  # noqa: B006 - never mutated
+        weights: Annotated[
+            SearchWeights | None, strawberry.argument(description="RRF weights per leg.")
+        ] = None,
+    ) -> list[SearchHit]:
+        hits = await info.context.memory.search(
+            query,
+            top_k,
+            session_id,
+            layers,
+            search.SearchWeights(weights.vector, weights.text) if weights else None,
+        )
+        return [SearchHit.from_domain(h) for h in hits]
