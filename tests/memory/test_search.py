@@ -1,0 +1,226 @@
+"""Hybrid search: RRF against a hand-computed example, OR semantics, text-search config,
+bounded boosts (property-based), explanations, and a fixed number of SQL round trips."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from gql_memory import ValidationError
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.memory import Memory
+from gql_memory.memory.search import MemoryLayer, SearchWeights, bounded_boost, rrf
+from tests.conftest import openai_settings, truncate_all
+from tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+async def controlled(db: Database, settings: Settings, fake_openai: FakeOpenAI) -> Memory:
+    """Services whose embeddings are the fake server's known vectors."""
+    await truncate_all(db)
+    fake_openai.reset()
+    return Memory(db, openai_settings(settings, fake_openai))
+
+
+async def add_at_angle(memory: Memory, fake: FakeOpenAI, content: str, angle: float) -> int:
+    fake.set_vector(content, [math.cos(angle), math.sin(angle)])
+    return (await memory.insights.add(content)).id
+
+
+async def test_rrf_matches_a_hand_computed_example(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.set_vector("alpha beta", [1.0, 0.0])
+    a = await add_at_angle(controlled, fake_openai, "alpha only", 0.1)  # vector 1, text 2
+    b = await add_at_angle(controlled, fake_openai, "alpha and beta", 0.2)  # vector 2, text 1
+    c = await add_at_angle(controlled, fake_openai, "gamma", 0.3)  # vector 3, no text
+    hits = await controlled.search("alpha beta", top_k=3)
+    assert [h.id for h in hits] == [a, b, c]
+    expected = {
+        a: 0.7 / 61 + 0.3 / 62,
+        b: 0.7 / 62 + 0.3 / 61,
+        c: 0.7 / 63,
+    }
+    for hit in hits:
+        assert hit.rrf_score == pytest.approx(expected[hit.id])
+        assert hit.final_score == pytest.approx(expected[hit.id])  # no session refs: no boost
+    by_id = {h.id: h for h in hits}
+    assert (by_id[a].vector_rank, by_id[a].text_rank) == (1, 2)
+    assert (by_id[b].vector_rank, by_id[b].text_rank) == (2, 1)
+    assert (by_id[c].vector_rank, by_id[c].text_rank) == (3, None)
+    assert by_id[a].vector_score == pytest.approx(math.cos(0.1))
+    assert by_id[b].text_score > by_id[a].text_score  # two lexemes covered beat one
+
+
+async def test_weights_are_configurable_per_call(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.set_vector("alpha beta", [1.0, 0.0])
+    a = await add_at_angle(controlled, fake_openai, "alpha only", 0.1)
+    b = await add_at_angle(controlled, fake_openai, "alpha and beta", 0.2)
+    text_only = await controlled.search("alpha beta", weights=SearchWeights(vector=0, text=1))
+    assert [h.id for h in text_only] == [b, a]
+    assert all(h.vector_rank is None for h in text_only)
+    vector_only = await controlled.search("alpha beta", weights=SearchWeights(vector=1, text=0))
+    assert [h.id for h in vector_only] == [a, b]
+    assert len(fake_openai.requests) == 2 + 1  # two adds, one query (text-only embeds none)
+    with pytest.raises(ValidationError, match="must not both be 0"):
+        await controlled.search("x", weights=SearchWeights(0, 0))
+
+
+async def test_long_questions_hit_with_any_lexeme(memory: Memory) -> None:
+    target = await memory.insights.add("Caroline adopted a golden retriever puppy")
+    await memory.insights.add("Melanie painted a lake at sunrise")
+    hits = await memory.search(
+        "What kind of dog did Caroline end up adopting after all those months?",
+        weights=SearchWeights(vector=0, text=1),
+    )
+    assert hits[0].id == target.id and hits[0].text_rank == 1
+
+
+async def test_a_query_without_lexemes_contributes_nothing(memory: Memory) -> None:
+    await memory.insights.add("something")
+    text_only = SearchWeights(vector=0, text=1)
+    assert await memory.search("the of and", weights=text_only) == []
+    assert await memory.search("?!", weights=text_only) == []
+
+
+async def test_text_search_configuration_is_a_setting(db: Database, settings: Settings) -> None:
+    await truncate_all(db)
+    german = Memory(db, settings.with_overrides(text_search_config="german"))
+    english = Memory(db, settings)
+    text_only = SearchWeights(vector=0, text=1)
+    # The seeds' system indexed German with the English configuration and lost the hit:
+    await english.insights.add("Die alten Häuser am Fluss wurden renoviert")
+    assert await english.search("Haus", weights=text_only) == []
+    # With the configuration set to German, the plural is stemmed to the query's lexeme.
+    indexed = await german.insights.add("Die alten Häuser am Fluss wurden renoviert")
+    assert [h.id for h in await german.search("Haus", weights=text_only)] == [indexed.id]
+
+
+async def test_raw_and_episode_layers(memory: Memory) -> None:
+    await memory.raw.store("chat-1", "Caroline", "I went to the support group yesterday")
+    await memory.episodes.store("find a support group", 0.9, "ask at the community centre")
+    await memory.insights.add("unrelated insight about gardening")
+    hits = await memory.search("support group", layers=["RAW", "EPISODE"], top_k=5)
+    assert {h.layer for h in hits} == {MemoryLayer.RAW, MemoryLayer.EPISODE}
+    raw = next(h for h in hits if h.layer is MemoryLayer.RAW)
+    assert raw.session_id == "chat-1"
+    assert raw.content == "Caroline: I went to the support group yesterday"
+    episode = next(h for h in hits if h.layer is MemoryLayer.EPISODE)
+    assert episode.content == "find a support group — ask at the community centre"
+
+
+async def test_session_and_causal_boosts_with_the_cap(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.set_vector("q", [1.0, 0.0])
+    ids = {name: await add_at_angle(controlled, fake_openai, name, 0.5) for name in "abcde"}
+    graph = controlled.graph
+    nodes = {n: (await graph.add_node("F", n, insight_id=ids[n])).id for n in "abcde"}
+    await graph.add_edge(nodes["a"], nodes["b"], "r")  # b: 1 hop from a
+    await graph.add_edge(nodes["c"], nodes["b"], "r")  # c: 2 hops from a
+    await graph.add_edge(nodes["d"], nodes["a"], "r")  # d: 1 hop from a, and referred to
+    await controlled.working.add(
+        "focus on a", 1.0, session_id="s", ref_kind="NODE", ref_id=nodes["a"]
+    )
+    await controlled.working.add(
+        "d matters", 1.0, session_id="s", ref_kind="INSIGHT", ref_id=ids["d"]
+    )
+    hits = {h.id: h for h in await controlled.search("q", session_id="s")}
+    a, b, c, d, e = (hits[ids[n]] for n in "abcde")
+    # a's item saw one event since (the second add): attention 0.85, so 0.15 x 0.85
+    assert (a.session_boost, a.causal_boost) == (pytest.approx(0.15 * 0.85), 0.10)
+    assert (b.session_boost, b.causal_boost) == (0.0, 0.10)
+    assert (c.session_boost, c.causal_boost) == (0.0, 0.05)
+    assert (d.session_boost, d.causal_boost) == (pytest.approx(0.15), 0.10)
+    assert (e.session_boost, e.causal_boost, e.boost) == (0.0, 0.0, 0.0)
+    assert a.boost == pytest.approx(0.20) and d.boost == pytest.approx(0.20)  # 0.25 capped
+    for hit in hits.values():
+        assert hit.final_score == pytest.approx(hit.rrf_score * (1 + hit.boost))
+    assert [h.id for h in await controlled.search("q", session_id="s", top_k=2)] == sorted(
+        [ids["a"], ids["d"]]
+    )
+    unboosted = await controlled.search("q", session_id="another")
+    assert all(h.boost == 0 for h in unboosted)
+
+
+@given(
+    session=st.floats(min_value=0, max_value=10, allow_nan=False),
+    causal=st.floats(min_value=0, max_value=10, allow_nan=False),
+    rrf_score=st.floats(min_value=0, max_value=1, allow_nan=False),
+)
+def test_boost_never_exceeds_the_cap(session: float, causal: float, rrf_score: float) -> None:
+    boost = bounded_boost(session, causal, 0.20)
+    assert 0 <= boost <= 0.20
+    assert boost == min(session + causal, 0.20)
+    assert rrf_score * (1 + boost) <= rrf_score * 1.2 + 1e-12
+
+
+@hypothesis_settings(
+    max_examples=25,
+    deadline=None,
+    # the test empties the database itself at the start of every example
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(attentions=st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=6))
+async def test_boosts_in_real_searches_respect_the_cap(
+    memory: Memory, attentions: list[float]
+) -> None:
+    await truncate_all(memory.db)
+    ids = [(await memory.insights.add(f"note {i} about tea")).id for i in range(len(attentions))]
+    previous = None
+    for i, (insight_id, attention) in enumerate(zip(ids, attentions, strict=True)):
+        node = await memory.graph.add_node("N", str(i), insight_id=insight_id)
+        if previous is not None:
+            await memory.graph.add_edge(previous, node.id, "next")
+        previous = node.id
+        await memory.working.add(
+            f"ref {i}", attention, session_id="p", ref_kind="INSIGHT", ref_id=insight_id
+        )
+    for hit in await memory.search("tea", session_id="p", top_k=10):
+        assert hit.boost <= 0.20 + 1e-12
+        assert hit.boost == pytest.approx(min(hit.session_boost + hit.causal_boost, 0.20))
+        assert hit.final_score == pytest.approx(hit.rrf_score * (1 + hit.boost))
+
+
+def test_rrf_formula() -> None:
+    assert rrf({"vector": 1, "text": 3}, SearchWeights(0.7, 0.3), 60) == pytest.approx(
+        0.7 / 61 + 0.3 / 63
+    )
+
+
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(Engine, "before_cursor_execute", record)
+
+
+@pytest.mark.parametrize("top_k", [1, 10, 100])
+async def test_a_search_is_three_round_trips_whatever_top_k(
+    memory: Memory, statements: list[str], top_k: int
+) -> None:
+    for i in range(30):
+        await memory.insights.add(f"insight {i} about tea and travel")
+        await memory.raw.store("s", "user", f"turn {i} about tea")
+    node = await memory.graph.add_node("N", "n", insight_id=1)
+    await memory.working.add("ref", session_id="s", ref_kind="NODE", ref_id=node.id)
+    statements.clear()
+    hits = await memory.search("tea travel", top_k=top_k, session_id="s", layers=["INSIGHT", "RAW"])
+    assert hits
+    queries = [s for s in statements if not s.strip().upper().startswith(("BEGIN", "COMMIT"))]
+    assert len(queries) <= 3, queries
