@@ -17,7 +17,9 @@ from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import upgrade
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.rules import rules_for
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.working import WorkingMemory
@@ -58,6 +60,7 @@ class MemoryStore:
         await self.close()
 
     async def connect(self) -> None:
+        rules_for(self.settings)  # invalid extraction rules fail here, before any database work
         url = self.settings.database_url
         if url is None:
             self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
@@ -93,6 +96,10 @@ class MemoryStore:
     @property
     def raw(self) -> RawDialogueStore:
         return self.memory.raw
+
+    @property
+    def extraction(self) -> ExtractionPipeline:
+        return self.memory.extraction
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this store's namespace."""

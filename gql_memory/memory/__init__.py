@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory.erasure import forget_session
+from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.rules import rules_for
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats, memory_stats
 from gql_memory.memory.working import WorkingMemory
@@ -23,6 +27,11 @@ class Memory:
         self.raw = RawDialogueStore(db, settings, namespace)
         self.working = WorkingMemory(db, settings, namespace)
         self.stale = StaleMemory(db, settings, namespace, self.working)
+
+    @cached_property
+    def extraction(self) -> ExtractionPipeline:
+        """Tool outputs -> working memory; the rules are compiled once per rule set."""
+        return ExtractionPipeline(self.working, self.settings, rules_for(self.settings))
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this namespace."""

@@ -18,6 +18,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.errors import ValidationError
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
     require_id,
     require_json_object,
@@ -143,6 +144,10 @@ class RawDialogueStore:
                 if len(turns) == 1:
                     raise
                 raise ValidationError(f"turn {index}: {exc}") from exc
+        if self.settings.redact_raw_dialogue:  # the optional redaction gate (SPEC §3.8)
+            for row in rows:
+                row["content"] = redact(row["content"]).text
+                row["metadata"] = redact_json(row["metadata"])[0]
         async with self.db.write() as conn:
             return await self._insert(conn, rows)
 
