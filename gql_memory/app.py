@@ -33,6 +33,7 @@ from gql_memory.db.migrate import is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.memory.rules import rules_for
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Extraction rules are checked (and compiled, once) before anything starts: a bad
+        # rule aborts startup with a message naming it.
+        rules_for(settings)
         embedded: EmbeddedPostgres | None = None
         url = settings.database_url
         if url is None:

@@ -1,4 +1,4 @@
-"""Command line: `gql-memory serve | migrate | export-schema`."""
+"""Command line: `gql-memory serve | migrate | export-schema | rules check`."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 from gql_memory.db.migrate import current_revision, upgrade
 from gql_memory.embeddings import describe, make_provider
-from gql_memory.errors import GqlMemoryError
+from gql_memory.errors import ConfigurationError, GqlMemoryError
 from gql_memory.memory.embedding_config import reembed as reembed_all
 from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.memory.rules import load_rule_file, rules_for
 
 app = typer.Typer(help="gql_memory: a memory service for AI agents, served as GraphQL.")
+rules_app = typer.Typer(help="Extraction rules: tool outputs -> working memory.")
+app.add_typer(rules_app, name="rules")
 log = logging.getLogger("gql_memory")
 
 DataDirOption = Annotated[
@@ -90,6 +93,7 @@ def serve(
     _setup_logging(settings.log_level)
     started = time.perf_counter()
     try:
+        rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
         with _database_url(settings) as url:
             revision = asyncio.run(_migrate(url, settings))
             log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)
@@ -184,6 +188,26 @@ def export_schema(
     else:
         output.write_text(sdl)
         typer.echo(f"wrote {output}", err=True)
+
+
+@rules_app.command("check")
+def rules_check(
+    file: Annotated[
+        Path, typer.Argument(help="TOML or YAML file with an `extraction_rules` list.")
+    ],
+) -> None:
+    """Validate a rule file without starting anything; exit 2 naming the first bad rule."""
+    try:
+        rules = load_rule_file(file)
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    typer.echo(f"{file}: {len(rules)} extraction rules OK (first match wins)")
+    for rule in rules:
+        content = rule.content_pattern if rule.content_pattern is not None else "(any output)"
+        typer.echo(
+            f"  {rule.id}: tool {rule.tool_pattern!r}, content {content!r}, "
+            f"attention {rule.attention}, {rule.summarizer}"
+        )
 
 
 def main() -> None:

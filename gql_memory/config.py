@@ -21,6 +21,38 @@ from pydantic_settings import (
 
 CONFIG_FILE_ENV = "GQL_MEMORY_CONFIG"
 
+# --- extraction pipeline constants (SPEC §3.8; seed 002 ADR-004/005/006) --------------------
+# firstLast500 keeps this many characters from each end of an output.
+FIRST_LAST_CHARS = 500
+# stdoutSummary keeps this many lines from the head and from the tail of stdout ...
+STDOUT_HEAD_LINES = 20
+STDOUT_TAIL_LINES = 20
+# ... each cut to at most this many characters.
+STDOUT_LINE_CHARS = 200
+# matchCountSummary names at most this many files (most matches first) and quotes this many
+# matching lines, so that a 5,000-match grep still becomes a short item.
+MATCH_SUMMARY_FILES = 20
+MATCH_SUMMARY_SAMPLES = 5
+# Rule patterns longer than this are refused at startup (a rule is a filter, not a program).
+MAX_RULE_PATTERN_CHARS = 2000
+# Tool names are identifiers such as "Read" or "mcp__github__search"; longer input is refused.
+MAX_TOOL_NAME_CHARS = 255
+# Redaction gate (ADR-005): what replaces a secret, and the generic-token heuristic after the
+# calibration (>= 40 characters, not pure hex / git SHA / UUID, and random-looking).
+REDACTION_MARKER = "[REDACTED]"
+GENERIC_TOKEN_MIN_CHARS = 40
+# A generic token is random (a secret) when, of its letters and digits (at least this many,
+# long hex digests left out) ...
+RANDOM_PART_MIN_CHARS = 16
+# ... less than this share sits in words that read like words (identifiers and paths: 80%+;
+# random base62/base64 keys: 20-30%, at most ~78% in 20,000 random 40-character samples) ...
+RANDOM_TOKEN_MAX_WORDY_SHARE = 0.8
+# ... and they carry at least this much Shannon entropy (bits per character; a random
+# 40-character key has 4-5, a run like "bbbbbbbb..." 0).
+RANDOM_TOKEN_MIN_ENTROPY_BITS = 3.0
+# Only this many characters of a (possibly huge) candidate token are scored.
+RANDOM_TOKEN_SAMPLE_CHARS = 256
+
 
 class Settings(BaseSettings):
     """Runtime configuration of gql_memory (env vars ``GQL_MEMORY_*`` or the config file)."""
@@ -142,6 +174,31 @@ class Settings(BaseSettings):
     )
     embed_raw_dialogue: bool = True
 
+    # --- extraction pipeline (SPEC §3.8; seed 002 ADR-004/005/006) -------------------------
+    extraction_rules: list[Any] | None = Field(
+        default=None,
+        description="Extraction rules {id, toolPattern, contentPattern, attention, summarizer} "
+        "in priority order (first match wins); unset = the built-in defaults "
+        "(gql_memory.memory.rules.DEFAULT_RULES). Validated at startup.",
+    )
+    extraction_max_redacted_fraction: float = Field(
+        default=0.9,
+        ge=0.0,
+        le=1.0,
+        description="A summary with more than this fraction redacted is not stored at all.",
+    )
+    extraction_scan_chars: int = Field(
+        default=1024 * 1024,
+        ge=1000,
+        description="Summarizers read at most this many characters of an output (bounds the "
+        "work a huge output can cause).",
+    )
+    redact_raw_dialogue: bool = Field(
+        default=False,
+        description="Apply the redaction gate to raw dialogue content and metadata before it "
+        "is stored. Off by default: raw dialogue is the verbatim transcript.",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _asyncpg_url(cls, value: str | None) -> str | None:
@@ -169,10 +226,7 @@ class Settings(BaseSettings):
             path = Path(config_file)
             if not path.is_file():
                 raise FileNotFoundError(f"{CONFIG_FILE_ENV} points to a missing file: {path}")
-            if path.suffix in (".yaml", ".yml"):
-                sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
-            else:
-                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+            sources.append(config_file_source(settings_cls, path))
         return tuple(sources)
 
     def with_overrides(self, **changes: Any) -> Settings:
@@ -180,3 +234,17 @@ class Settings(BaseSettings):
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
         return Settings.model_validate(data)
+
+
+def config_file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
+    """The settings source of a config file: YAML for .yaml/.yml, TOML otherwise."""
+    if path.suffix in (".yaml", ".yml"):
+        return YamlConfigSettingsSource(settings_cls, yaml_file=path)
+    return TomlConfigSettingsSource(settings_cls, toml_file=path)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The raw keys of a TOML or YAML config file, unvalidated (``gql-memory rules check``)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such config file: {path}")
+    return dict(config_file_source(Settings, path)())

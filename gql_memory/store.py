@@ -21,9 +21,11 @@ from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.episodes import Episodes
+from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.rules import rules_for
 from gql_memory.memory.search import MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
@@ -66,6 +68,7 @@ class MemoryStore:
         await self.close()
 
     async def connect(self) -> None:
+        rules_for(self.settings)  # invalid extraction rules fail here, before any database work
         url = self.settings.database_url
         if url is None:
             self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
@@ -129,6 +132,10 @@ class MemoryStore:
     ) -> list[SearchHit]:
         """Graph-aware hybrid search (see gql_memory.memory.search)."""
         return await self.memory.search(query, top_k, session_id, layers, weights)
+
+    @property
+    def extraction(self) -> ExtractionPipeline:
+        return self.memory.extraction
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this store's namespace."""

@@ -17,6 +17,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from gql_memory.api.errors import log_errors
+from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.queries import MemoryQueries
@@ -27,7 +28,12 @@ from gql_memory.config import Settings
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
 # so a new layer adds its own module and one entry here.
 QUERY_TYPES: tuple[type, ...] = (MemoryQueries, SemanticQueries, GraphQueries, SearchQueries)
-MUTATION_TYPES: tuple[type, ...] = (MemoryMutations, SemanticMutations, GraphMutations)
+MUTATION_TYPES: tuple[type, ...] = (
+    MemoryMutations,
+    SemanticMutations,
+    GraphMutations,
+    ExtractionMutations,
+)
 
 Query = strawberry.type(
     type("Query", QUERY_TYPES, {}),

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.erasure import forget_session
+from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
+from gql_memory.memory.rules import rules_for
 from gql_memory.memory.search import HybridSearch
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats, memory_stats
@@ -43,6 +47,11 @@ class Memory:
         self.graph = Graph(db, settings, namespace)
         self.hybrid = HybridSearch(db, settings, namespace, self.embedder)
         self.search = self.hybrid.search
+
+    @cached_property
+    def extraction(self) -> ExtractionPipeline:
+        """Tool outputs -> working memory; the rules are compiled once per rule set."""
+        return ExtractionPipeline(self.working, self.settings, rules_for(self.settings))
 
     async def stats(self) -> MemoryStats:
         """Counts per layer in this namespace."""

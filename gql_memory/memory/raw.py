@@ -21,6 +21,7 @@ from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.decay import session_event
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
     require_id,
     require_json_object,
@@ -157,6 +158,10 @@ class RawDialogueStore:
                 if len(turns) == 1:
                     raise
                 raise ValidationError(f"turn {index}: {exc}") from exc
+        if self.settings.redact_raw_dialogue:  # the optional redaction gate (SPEC §3.8)
+            for row in rows:
+                row["content"] = redact(row["content"]).text
+                row["metadata"] = redact_json(row["metadata"])[0]
         embeddings = await self._embed([r["content"] for r in rows])
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)

@@ -145,8 +145,12 @@ class WorkingMemory:
         ref_kind: RefKind | str | None = None,
         ref_id: int | str | None = None,
         provenance: dict[str, Any] | None = None,
+        attention: float | None = None,
     ) -> WorkingMemoryResult:
-        """Insert an item and evict down to capacity, all in one serialized transaction."""
+        """Insert an item and evict down to capacity, all in one serialized transaction.
+
+        ``attention`` is the item's decay base; it defaults to the importance.
+        """
         async with self.db.write() as conn:
             return await self.add_in(
                 conn,
@@ -156,6 +160,7 @@ class WorkingMemory:
                 ref_kind=ref_kind,
                 ref_id=ref_id,
                 provenance=provenance,
+                attention=attention,
             )
 
     async def add_in(
