@@ -12,7 +12,13 @@ import time
 
 from bench.common import DOCS
 
-BENCHMARKS = ["throughput", "insight_search"]
+BENCHMARKS = [
+    "throughput",
+    "insight_search",
+    "hybrid_search",
+    "graph_neighbors",
+    "locomo_recall",
+]
 
 
 def main(names: list[str]) -> None:

@@ -98,6 +98,13 @@ class MemoryStore:
             raise RuntimeError("MemoryStore is not connected: use `async with MemoryStore()`")
         return self._memory
 
+    def scoped(self, namespace: str) -> Memory:
+        """The services of another namespace on the same connection pool (multi-tenant use)."""
+        from gql_memory.memory.validation import require_text
+
+        require_text(namespace, "namespace", max_length=255)
+        return Memory(self.memory.db, self.settings, namespace, self.memory.embedder)
+
     @property
     def working(self) -> WorkingMemory:
         return self.memory.working

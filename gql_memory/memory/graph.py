@@ -121,7 +121,9 @@ WITH RECURSIVE bfs(depth, nodes, parents, edge_ids, visited) AS (
                 WHERE :follow_in AND e.namespace = :ns AND e.target_id = ANY(b.nodes)
                   AND (CAST(:relation AS text) IS NULL OR e.relation = :relation)
             ) c
-            WHERE c.node <> ALL(b.visited)
+            -- an anti-join (hashable) rather than `<> ALL(visited)`, which is quadratic
+            LEFT JOIN unnest(b.visited) AS seen(id) ON seen.id = c.node
+            WHERE seen.id IS NULL
             ORDER BY c.node, c.edge_id
         ) s
     ) step
