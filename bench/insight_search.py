@@ -30,17 +30,24 @@ from gql_memory.memory.vectors import vector_literal
 
 SIZES = [int(s) for s in os.environ.get("BENCH_INSIGHT_SIZES", "10000,100000").split(",")]
 QUERIES = 200
-VOCABULARY = (
+COMMON = (
     "user prefers likes dislikes travel hiking tea coffee project deadline meeting friday "
     "paris berlin python database postgres vector search memory agent session team sister "
     "brother dog cat garden music guitar piano painting book novel movie running marathon "
     "nurse engineer teacher doctor kitchen recipe pasta sushi birthday wedding holiday beach "
     "mountain winter summer budget invoice customer support ticket bug release deploy"
 ).split()
+# A Zipf-like vocabulary: a few common words and a long tail of rare ones (pseudo-words),
+# so that document frequencies look like natural text rather than a 70-word toy language.
+SYLLABLES = "ka lo mi ne ru sa ti vo ze da fe gu hi jo pu".split()
+RARE = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES})
+VOCABULARY = COMMON + RARE
+WEIGHTS = [1.0 / (rank + 1) for rank in range(len(VOCABULARY))]
 
 
 def sentence(rng: random.Random) -> str:
-    return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(6, 16)))
+    words = rng.choices(VOCABULARY, weights=WEIGHTS, k=rng.randint(6, 16))
+    return " ".join(words)
 
 
 async def load(memory: Memory, count: int, rng: random.Random) -> None:
@@ -52,7 +59,8 @@ async def load(memory: Memory, count: int, rng: random.Random) -> None:
             [InsightInput(sentence(rng)) for _ in range(min(batch, count - start))]
         )
     async with memory.db.write() as conn:
-        await conn.execute(text("SET maintenance_work_mem = '1GB'"))
+        await conn.execute(text("SET LOCAL statement_timeout = 0"))  # index builds take a while
+        await conn.execute(text("SET LOCAL maintenance_work_mem = '1GB'"))
         await conn.execute(
             text(
                 "CREATE INDEX ix_insights_embedding_hnsw ON insights "

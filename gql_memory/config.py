@@ -119,6 +119,17 @@ class Settings(BaseSettings):
     boost_cap: float = Field(
         default=0.20, ge=0.0, le=1.0, description="Hard cap of sessionBoost + causalBoost."
     )
+    text_search_max_matches: int = Field(
+        default=20_000,
+        ge=100,
+        description="At most this many full-text matches are ranked per layer and search.",
+    )
+    text_search_max_df: float = Field(
+        default=0.05,
+        gt=0.0,
+        le=1.0,
+        description="Lexemes in more than this share of rows only rank, they do not match.",
+    )
     embedding_max_chars: int = Field(
         default=16_000, ge=100, description="Longer texts are truncated before embedding."
     )

@@ -70,6 +70,8 @@ async def upgrade(db: Database, embedding_dim: int) -> None:
     async with db.engine.begin() as conn:
         # Several workers may start at once: one migrates, the others wait and find it done.
         await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
+        # schema changes on large tables (index builds) may outlast the per-statement timeout
+        await conn.execute(text("SET LOCAL statement_timeout = 0"))
         await conn.run_sync(_upgrade, embedding_dim)
 
 

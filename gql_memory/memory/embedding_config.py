@@ -79,6 +79,8 @@ async def reembed(
             db, provider, table, source, required or embed_all_raw, batch_size, progress
         )
     async with db.write() as conn:
+        # rebuilding HNSW indexes over large tables outlasts the per-statement timeout
+        await conn.execute(text("SET LOCAL statement_timeout = 0"))
         for table, (_, required) in EMBEDDED_TABLES.items():
             index = f"ix_{table}_embedding_hnsw"
             await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))

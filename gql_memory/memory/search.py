@@ -24,6 +24,8 @@ from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
+# Lexemes that PostgreSQL's statistics do not list count as this rare (IDF ~ 9.2).
+TEXT_MIN_FREQUENCY = 1e-4
 
 
 class MemoryLayer(enum.Enum):
@@ -84,17 +86,48 @@ LAYERS: dict[MemoryLayer, _Layer] = {
     ),
 }
 
-# The query's lexemes (normalised by the configured text-search configuration) as one OR
-# query and as one query per lexeme: any lexeme matches, and coverage (how many distinct
-# lexemes a row contains) ranks first, so long natural-language questions still hit.
-_QUOTED = "'''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || ''''"
-QUERY_CTE = f"""
-q AS (
-    SELECT CAST(array_to_string(array(SELECT {_QUOTED} FROM unnest(x.lexemes) l), ' | ')
-                AS tsquery) AS any_lexeme,
-           array(SELECT CAST({_QUOTED} AS tsquery) FROM unnest(x.lexemes) l) AS each_lexeme
-    FROM (SELECT array(SELECT DISTINCT l FROM unnest(tsvector_to_array(
-              to_tsvector(CAST(:tsconfig AS regconfig), :query))) l) AS lexemes) x
+# The query's lexemes, normalised by the configured text-search configuration.
+QUERY_CTE = """
+query_lexemes AS (
+    SELECT DISTINCT l AS lexeme
+    FROM unnest(tsvector_to_array(to_tsvector(CAST(:tsconfig AS regconfig), :query))) l
+)"""
+# A lexeme as tsquery text: quoted, so it is taken as it is (no second normalisation).
+_QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''"
+
+
+def _lexeme_ctes(layer: MemoryLayer) -> str:
+    """Per layer: each query lexeme as a tsquery with an IDF weight, and the match query.
+
+    Document frequencies come from PostgreSQL's own statistics of the tsvector column
+    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE); lexemes it does not
+    list are rare. Rows are matched by the *selective* lexemes (any of them: OR semantics),
+    so a question full of common words does not drag in the whole namespace; a query with
+    only common lexemes matches on all of them. Rows rank by the summed IDF of the query
+    lexemes they contain: coverage, weighted by how telling each lexeme is.
+    """
+    table = LAYERS[layer].table
+    name = layer.value.lower()
+    return f"""
+lex_{name} AS (
+    SELECT CAST({_QUOTED} AS tsquery) AS q,
+           {_QUOTED} AS quoted,
+           ln(1.0 / greatest(coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0),
+                             CAST(:min_freq AS float8))) AS idf,
+           coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0) < :max_df AS selective
+    FROM query_lexemes ql
+    LEFT JOIN LATERAL (
+        SELECT CAST(CAST(most_common_elems AS text) AS text[]) AS elems,
+               most_common_elem_freqs AS freqs
+        FROM pg_stats
+        WHERE schemaname = current_schema() AND tablename = '{table}'
+          AND attname = 'content_tsv'
+    ) st ON true
+),
+match_{name} AS (
+    SELECT CAST(coalesce(string_agg(quoted, ' | ') FILTER (WHERE selective),
+                         string_agg(quoted, ' | ')) AS tsquery) AS tsq
+    FROM lex_{name}
 )"""
 
 
@@ -110,20 +143,26 @@ def _vector_leg(layer: MemoryLayer) -> str:
 
 
 def _text_leg(layer: MemoryLayer) -> str:
+    # At most :max_matches matching rows are ranked: a bound on the work of one search.
     spec = LAYERS[layer]
+    name = layer.value.lower()
     return f"""
-    (SELECT '{layer.value}' AS layer, 'text' AS leg, t.id,
-            (SELECT count(*) FROM unnest(q.each_lexeme) lq WHERE t.content_tsv @@ lq)
-              + ts_rank_cd(t.content_tsv, q.any_lexeme, 32) AS score
-     FROM {spec.table} t, q
-     WHERE t.namespace = :ns AND t.content_tsv @@ q.any_lexeme
-     ORDER BY score DESC, t.id
+    (SELECT '{layer.value}' AS layer, 'text' AS leg, m.id,
+            (SELECT sum(lx.idf) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q) AS score
+     FROM (SELECT t.id, t.content_tsv FROM {spec.table} t, match_{name} mt
+           WHERE t.namespace = :ns AND t.content_tsv @@ mt.tsq
+           LIMIT :max_matches) m
+     ORDER BY score DESC, m.id DESC
      LIMIT :n)"""
 
 
 def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
-    node_match = " OR ".join(
-        f"(c.layer = '{layer.value}' AND n.{LAYERS[layer].node_column} = c.id)" for layer in layers
+    # one equality join per layer, so each can use its index on nodes.<layer>_id
+    hit_nodes = "\n        UNION ALL ".join(
+        f"SELECT c.layer, c.id, n.id AS node_id FROM cand c JOIN nodes n "
+        f"ON n.{LAYERS[layer].node_column} = c.id "
+        f"WHERE c.layer = '{layer.value}' AND n.namespace = :ns"
+        for layer in layers
     )
     seed_links = "\n        UNION ".join(
         f"SELECT n.id FROM nodes n JOIN wm ON wm.ref_kind = '{layer.value}' "
@@ -166,8 +205,7 @@ def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
         SELECT * FROM unnest(CAST(:layers AS text[]), CAST(:ids AS bigint[])) AS c(layer, id)
     ),
     hit_nodes AS (
-        SELECT c.layer, c.id, n.id AS node_id
-        FROM cand c JOIN nodes n ON n.namespace = :ns AND ({node_match})
+        {hit_nodes}
     )
     SELECT c.layer, c.id,
            greatest(
@@ -270,13 +308,14 @@ class HybridSearch:
         weights: SearchWeights,
         top_k: int,
     ) -> list[_Candidate]:
-        legs = []
+        legs, ctes = [], [QUERY_CTE]
         for layer in layers:
             if vector is not None:
                 legs.append(_vector_leg(layer))
             if weights.text > 0:
                 legs.append(_text_leg(layer))
-        sql = f"WITH {QUERY_CTE}\n" + "\nUNION ALL".join(legs)
+                ctes.append(_lexeme_ctes(layer))
+        sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
         rows = (
             await conn.execute(
                 text(sql),
@@ -286,6 +325,9 @@ class HybridSearch:
                     "tsconfig": self.settings.text_search_config,
                     "vector": vector,
                     "n": max(top_k * 4, MIN_CANDIDATES),
+                    "max_matches": self.settings.text_search_max_matches,
+                    "max_df": self.settings.text_search_max_df,
+                    "min_freq": TEXT_MIN_FREQUENCY,
                 },
             )
         ).all()

@@ -224,3 +224,33 @@ async def test_a_search_is_three_round_trips_whatever_top_k(
     assert hits
     queries = [s for s in statements if not s.strip().upper().startswith(("BEGIN", "COMMIT"))]
     assert len(queries) <= 3, queries
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "O'Brien's \\ back\\slash",
+        "a & b | !c (d) <-> e:*",
+        "'''",
+        "tsquery: 'x' & \"y\"",
+        "😀 ümlaut",
+    ],
+)
+async def test_queries_with_tsquery_syntax_are_taken_literally(memory: Memory, query: str) -> None:
+    await memory.insights.add("O'Brien keeps a backslash and a tsquery operator & here")
+    hits = await memory.search(query, weights=SearchWeights(vector=0.5, text=0.5))
+    assert isinstance(hits, list)
+
+
+async def test_common_lexemes_rank_but_do_not_flood_the_match(memory: Memory) -> None:
+    from sqlalchemy import text as sql
+
+    for i in range(300):
+        await memory.insights.add(f"common words everywhere number {i}")
+    target = await memory.insights.add("common words everywhere and one zanzibar")
+    async with memory.db.write() as conn:
+        await conn.execute(sql("ANALYZE insights"))
+    hits = await memory.search("common zanzibar words", weights=SearchWeights(vector=0, text=1))
+    assert [h.id for h in hits] == [target.id]  # only the selective lexeme matches
+    broad = await memory.search("common words", weights=SearchWeights(vector=0, text=1), top_k=5)
+    assert len(broad) == 5  # a query of common lexemes only still matches on them
