@@ -204,6 +204,11 @@ class Settings(BaseSettings):
         description="Summarizers read at most this many characters of an output (bounds the "
         "work a huge output can cause).",
     )
+    redact_insights: bool = Field(
+        default=False,
+        description="Apply the redaction gate to insight content and metadata before it is "
+        "embedded and stored.",
+    )
     redact_raw_dialogue: bool = Field(
         default=False,
         description="Apply the redaction gate to raw dialogue content and metadata before it "

@@ -10,6 +10,7 @@ from strawberry.extensions import (
     DisableIntrospection,
     MaxAliasesLimiter,
     MaxTokensLimiter,
+    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
 )
@@ -59,6 +60,9 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     """The GraphQL schema; limits come from settings (the SDL does not depend on them)."""
     settings = settings or Settings()
     extensions: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
+        # agents send the same few documents over and over: parse each once (a validation
+        # cache would never hit: the limiters below add fresh rule classes per request)
+        lambda: ParserCache(maxsize=256),
         lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),

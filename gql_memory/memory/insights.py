@@ -18,6 +18,7 @@ from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
     require_id,
     require_json_object,
@@ -141,8 +142,12 @@ class Insights:
         if len(item.source_ids) > MAX_SOURCE_IDS:
             raise ValidationError(f"sourceIds must hold at most {MAX_SOURCE_IDS} ids")
         metadata = require_json_object(item.metadata, "metadata")
+        content = require_text(item.content, "content")
+        if self.settings.redact_insights:  # the optional redaction gate (SPEC §3.8)
+            content = redact(content).text
+            metadata = redact_json(metadata)[0]
         return {
-            "content": require_text(item.content, "content"),
+            "content": content,
             "source_ids": sorted({require_id(s, "sourceIds") for s in item.source_ids}),
             "metadata_json": None if metadata is None else json.dumps(metadata),
         }

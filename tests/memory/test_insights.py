@@ -112,3 +112,13 @@ async def test_search_uses_the_hnsw_index(memory: Memory) -> None:
     assert "ix_insights_embedding_hnsw" in plan, plan
     hits = await memory.insights.search("row 7", top_k=5)
     assert len(hits) == 5
+
+
+async def test_optional_redaction_gate_for_insights(memory: Memory) -> None:
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    plain = await memory.insights.add(f"token is {secret}")
+    assert secret in plain.content  # off by default
+    gated = Memory(memory.db, memory.settings.with_overrides(redact_insights=True))
+    stored = await gated.insights.add(f"token is {secret}", metadata={"key": secret})
+    assert secret not in stored.content and "[REDACTED]" in stored.content
+    assert stored.metadata == {"key": "[REDACTED]"}
