@@ -9,12 +9,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.db.embedded import start_embedded
+from gql_memory.db.migrate import upgrade
+from gql_memory.memory import Memory
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -85,3 +91,22 @@ def server(workers: int = 1, data_dir: Path | None = None, **env: str) -> Iterat
         finally:
             process.terminate()
             process.wait(30)
+
+
+@asynccontextmanager
+async def embedded_memory(dim: int = 384) -> AsyncIterator[Memory]:
+    """Services of the default namespace on a fresh embedded PostgreSQL in a temp dir."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pg = start_embedded(Path(tmp) / "data")
+        db = None
+        try:
+            settings = Settings(
+                database_url=pg.url, embedding_provider="local", local_embedding_dim=dim
+            )
+            db = Database.from_url(pg.url, settings)
+            await upgrade(db, dim)
+            yield Memory(db, settings)
+        finally:
+            if db is not None:
+                await db.dispose()
+            pg.stop()

@@ -5,18 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import tempfile
 import time
-from pathlib import Path
 
 from sqlalchemy import text
 
-from bench.common import percentile
+from bench.common import embedded_memory, percentile
 from bench.insight_search import load, sentence
-from gql_memory.config import Settings
-from gql_memory.db import Database
-from gql_memory.db.embedded import start_embedded
-from gql_memory.db.migrate import upgrade
 from gql_memory.memory import Memory
 from gql_memory.memory.search import SearchWeights
 
@@ -38,55 +32,50 @@ async def measure(memory: Memory, rng: random.Random, **kwargs: object) -> tuple
 
 async def run() -> list[str]:
     rng = random.Random(11)
-    with tempfile.TemporaryDirectory() as tmp:
-        pg = start_embedded(Path(tmp) / "data")
-        try:
-            settings = Settings(database_url=pg.url, embedding_provider="local")
-            db = Database.from_url(pg.url, settings)
-            await upgrade(db, 384)
-            memory = Memory(db, settings)
-            await load(memory, SIZE, rng)
-            # a session whose working memory refers to 5 graph nodes tied to insights,
-            # each with 10 neighbours, so the boost query has real work to do
-            async with db.write() as conn:
-                await conn.execute(
-                    text(
-                        "INSERT INTO nodes (namespace, label, name, insight_id) "
-                        "SELECT 'default', 'Fact', 'fact ' || g, g FROM generate_series(1, 2000) g"
-                    )
-                )
-                await conn.execute(
-                    text(
-                        "INSERT INTO edges (namespace, source_id, target_id, relation) "
-                        "SELECT 'default', s, s + k, 'related' "
-                        "FROM generate_series(1, 1900) s, generate_series(1, 10) k"
-                    )
-                )
-            for node in range(1, 6):
-                await memory.working.add(
-                    f"focus {node}", 0.9, session_id="bench", ref_kind="NODE", ref_id=node
-                )
-            lines = [
-                f"## Hybrid search at {SIZE:,} insights (dimension 384, local embedder)",
-                "",
-                "Library call, top 10, including the query embedding.",
-                "",
-                "| variant | p50 ms | p95 ms |",
-                "| --- | --- | --- |",
-            ]
-            variants = {
-                "hybrid (vector + text, RRF), no session": {},
-                "hybrid + session and causal boosts": {"session_id": "bench"},
-                "vector leg only": {"weights": SearchWeights(1, 0)},
-                "text leg only": {"weights": SearchWeights(0, 1)},
-                "hybrid, top 100": {"top_k": 100},
-            }
-            for name, kwargs in variants.items():
-                p50, p95 = await measure(memory, rng, **kwargs)
-                lines.append(f"| {name} | {p50:.1f} | {p95:.1f} |")
-            await db.dispose()
-        finally:
-            pg.stop()
+    async with embedded_memory() as memory:
+        db = memory.db
+        await load(memory, SIZE, rng)
+        # a session whose working memory refers to 5 graph nodes tied to insights,
+        # each with 10 neighbours, so the boost query has real work to do
+        tied = min(2000, SIZE)
+        async with db.write() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO nodes (namespace, label, name, insight_id) "
+                    "SELECT 'default', 'Fact', 'fact ' || g, g FROM generate_series(1, :n) g"
+                ),
+                {"n": tied},
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO edges (namespace, source_id, target_id, relation) "
+                    "SELECT 'default', s, s + k, 'related' "
+                    "FROM generate_series(1, :n) s, generate_series(1, 10) k"
+                ),
+                {"n": tied - 10},
+            )
+        for node in range(1, 6):
+            await memory.working.add(
+                f"focus {node}", 0.9, session_id="bench", ref_kind="NODE", ref_id=node
+            )
+        lines = [
+            f"## Hybrid search at {SIZE:,} insights (dimension 384, local embedder)",
+            "",
+            "Library call, top 10, including the query embedding.",
+            "",
+            "| variant | p50 ms | p95 ms |",
+            "| --- | --- | --- |",
+        ]
+        variants = {
+            "hybrid (vector + text, RRF), no session": {},
+            "hybrid + session and causal boosts": {"session_id": "bench"},
+            "vector leg only": {"weights": SearchWeights(1, 0)},
+            "text leg only": {"weights": SearchWeights(0, 1)},
+            "hybrid, top 100": {"top_k": 100},
+        }
+        for name, kwargs in variants.items():
+            p50, p95 = await measure(memory, rng, **kwargs)
+            lines.append(f"| {name} | {p50:.1f} | {p95:.1f} |")
     return [*lines, ""]
 
 

@@ -12,17 +12,11 @@ import asyncio
 import os
 import random
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from sqlalchemy import text
 
-from bench.common import percentile
-from gql_memory.config import Settings
-from gql_memory.db import Database
-from gql_memory.db.embedded import start_embedded
-from gql_memory.db.migrate import upgrade
+from bench.common import embedded_memory, percentile
 from gql_memory.embeddings.local import LocalEmbedder
 from gql_memory.memory import Memory
 from gql_memory.memory.insights import SEARCH_SQL, InsightInput
@@ -109,29 +103,20 @@ async def run() -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     rng = random.Random(42)
-    with tempfile.TemporaryDirectory() as tmp:
-        pg = start_embedded(Path(tmp) / "data")
-        try:
-            settings = Settings(database_url=pg.url, embedding_provider="local")
-            db = Database.from_url(pg.url, settings)
-            await upgrade(db, 384)
-            memory = Memory(db, settings)
-            loaded = 0
-            for size in SIZES:
-                started = time.perf_counter()
-                await load(memory, size - loaded, rng)
-                load_s = time.perf_counter() - started
-                loaded = size
-                result = await measure(memory, rng)
-                lines.append(
-                    f"| {size:,} | {result['p50']:.1f} | {result['p95']:.1f} | "
-                    f"{result['recall']:.3f} | {'yes' if result['uses_index'] else 'no'} | "
-                    f"{load_s:.0f} |"
-                )
-                print(lines[-1], file=sys.stderr, flush=True)
-            await db.dispose()
-        finally:
-            pg.stop()
+    async with embedded_memory() as memory:
+        loaded = 0
+        for size in SIZES:
+            started = time.perf_counter()
+            await load(memory, size - loaded, rng)
+            load_s = time.perf_counter() - started
+            loaded = size
+            result = await measure(memory, rng)
+            lines.append(
+                f"| {size:,} | {result['p50']:.1f} | {result['p95']:.1f} | "
+                f"{result['recall']:.3f} | {'yes' if result['uses_index'] else 'no'} | "
+                f"{load_s:.0f} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
     return [*lines, ""]
 
 

@@ -185,6 +185,22 @@ async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     await task
 
 
+@pytest.fixture
+def statements() -> Iterator[list[str]]:
+    """Every SQL statement any engine in this process executes while the test runs."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
+        seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    yield seen
+    event.remove(Engine, "before_cursor_execute", record)
+
+
 def openai_settings(settings: Settings, fake: FakeOpenAI, **changes: Any) -> Settings:
     """Settings that use the real openai client against the fake server, fast retries."""
     values: dict[str, Any] = {

@@ -16,7 +16,7 @@ from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
 from gql_memory.memory.validation import require_id, require_text
 from gql_memory.memory.vectors import (
-    parse_vector,
+    load_embeddings,
     require_similarity,
     require_top_k,
     vector_literal,
@@ -132,19 +132,8 @@ class Episodes:
         return {row.id: Episode.from_row(row) for row in rows}
 
     async def embeddings(self, ids: Sequence[int]) -> dict[int, list[float]]:
-        if not ids:
-            return {}
-        async with self.db.read() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT id, embedding::text AS embedding FROM episodes "
-                        "WHERE namespace = :ns AND id = ANY(:ids)"
-                    ),
-                    {"ns": self.namespace, "ids": list(ids)},
-                )
-            ).all()
-        return {row.id: parse_vector(row.embedding) for row in rows}
+        """Embeddings by id — read only when a caller asks for them."""
+        return await load_embeddings(self.db, "episodes", self.namespace, ids)
 
     async def similar(
         self,

@@ -25,7 +25,7 @@ from gql_memory.memory.validation import (
     require_page_size,
     require_text,
 )
-from gql_memory.memory.vectors import parse_vector, require_top_k, vector_literal
+from gql_memory.memory.vectors import load_embeddings, require_top_k, vector_literal
 
 MAX_SOURCE_IDS = 1000
 # Ordered by the distance operator itself, so PostgreSQL can walk the HNSW index.
@@ -222,19 +222,7 @@ class Insights:
 
     async def embeddings(self, ids: Sequence[int]) -> dict[int, list[float]]:
         """Embeddings by id — read only when a caller asks for them."""
-        if not ids:
-            return {}
-        async with self.db.read() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT id, embedding::text AS embedding FROM insights "
-                        "WHERE namespace = :ns AND id = ANY(:ids)"
-                    ),
-                    {"ns": self.namespace, "ids": list(ids)},
-                )
-            ).all()
-        return {row.id: parse_vector(row.embedding) for row in rows}
+        return await load_embeddings(self.db, "insights", self.namespace, ids)
 
     async def search(self, query: str, top_k: int = 5) -> list[InsightHit]:
         """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import text
+
+from gql_memory.db import Database
 from gql_memory.errors import ValidationError
 
 MAX_TOP_K = 100
@@ -34,3 +37,22 @@ def require_similarity(value: Any, field: str = "minSimilarity") -> float:
     if not -1.0 <= float(value) <= 1.0:
         raise ValidationError(f"{field} must be between -1.0 and 1.0")
     return float(value)
+
+
+async def load_embeddings(
+    db: Database, table: str, namespace: str, ids: Sequence[int]
+) -> dict[int, list[float]]:
+    """Embeddings of rows by id — read only when a caller asks for them."""
+    if not ids:
+        return {}
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    f"SELECT id, embedding::text AS embedding FROM {table} "
+                    "WHERE namespace = :ns AND id = ANY(:ids)"
+                ),
+                {"ns": namespace, "ids": list(ids)},
+            )
+        ).all()
+    return {row.id: parse_vector(row.embedding) for row in rows}

@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from tests.conftest import LiveServer
-
-
-@pytest.fixture
-def statements() -> Iterator[list[str]]:
-    """Every SQL statement any engine in this process executes while the test runs."""
-    seen: list[str] = []
-
-    def record(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(Engine, "before_cursor_execute", record)
 
 
 async def add_insight(api: LiveServer, content: str, source_ids: list[str] | None = None) -> dict:

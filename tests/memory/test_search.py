@@ -4,14 +4,11 @@ bounded boosts (property-based), explanations, and a fixed number of SQL round t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 
 from gql_memory import ValidationError
 from gql_memory.config import Settings
@@ -196,18 +193,6 @@ def test_rrf_formula() -> None:
     assert rrf({"vector": 1, "text": 3}, SearchWeights(0.7, 0.3), 60) == pytest.approx(
         0.7 / 61 + 0.3 / 63
     )
-
-
-@pytest.fixture
-def statements() -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn, cursor, statement, *args) -> None:  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(Engine, "before_cursor_execute", record)
 
 
 @pytest.mark.parametrize("top_k", [1, 10, 100])
