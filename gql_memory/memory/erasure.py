@@ -15,15 +15,34 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
     """Delete the session's working memory, stale memory and raw dialogue; returns rows deleted.
 
     This is the one deliberate exception to "nothing is lost": the caller asked for erasure.
+    Insights keep their content but lose their references to the erased turns; graph nodes
+    that stood for an erased turn stay, detached (their raw link is cleared by the foreign key).
     """
     session_id = require_session_id(session_id)
+    params = {"ns": namespace, "sid": session_id}
     deleted = 0
     async with db.write() as conn:
         await lock_session(conn, namespace, session_id)
+        await conn.execute(
+            text(
+                """
+                UPDATE insights i
+                SET source_ids = array(
+                    SELECT s FROM unnest(i.source_ids) s
+                    WHERE s NOT IN (SELECT id FROM raw_dialogue
+                                    WHERE namespace = :ns AND session_id = :sid))
+                WHERE i.namespace = :ns AND i.source_ids && array(
+                    SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid)
+                """
+            ),
+            params,
+        )
         for table in SESSION_TABLES:
             result = await conn.execute(
-                text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"),
-                {"ns": namespace, "sid": session_id},
+                text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"), params
             )
             deleted += result.rowcount or 0
+        await conn.execute(
+            text("DELETE FROM session_state WHERE namespace = :ns AND session_id = :sid"), params
+        )
     return deleted

@@ -133,3 +133,16 @@ async def test_pages_are_newest_first_with_cursors(memory: Memory) -> None:
         "t0",
     ]
     assert first.has_next_page and second.has_next_page and not third.has_next_page
+
+
+async def test_forget_session_erases_the_session_and_its_references(memory: Memory) -> None:
+    gone = await memory.raw.store("gone", "user", "my secret plan")
+    kept = await memory.raw.store("kept", "user", "public note")
+    insight = await memory.insights.add("distilled", [gone.id, kept.id])
+    node = await memory.graph.add_node("Turn", "t", raw_id=gone.id)
+    await memory.working.add("x", session_id="gone")
+    assert await memory.forget_session("gone") == 2
+    assert await memory.raw.get(gone.id) is None
+    assert (await memory.insights.get(insight.id)).source_ids == [kept.id]  # type: ignore[union-attr]
+    assert (await memory.graph.get_node(node.id)).raw_id is None  # type: ignore[union-attr]
+    assert (await memory.stats()).working_memory == 0
