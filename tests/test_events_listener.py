@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest_asyncio
@@ -12,6 +13,9 @@ from sqlalchemy import text
 from gql_memory.app import create_app
 from gql_memory.config import EVENTS_CHANNEL, LISTENER_APPLICATION_NAME, Settings
 from gql_memory.db import Database
+from gql_memory.event_hub import EventHub
+from gql_memory.events_listener import EventListener
+from gql_memory.memory.events import EventKind
 from tests.conftest import LiveServer, start_live_server, truncate_all
 from tests.live import GraphQLWS, wait_for_subscriptions
 
@@ -79,3 +83,34 @@ async def test_junk_on_the_channel_is_ignored(server: LiveServer, db: Database) 
         added = (await server.data(ADD))["addWorkingMemory"]
         event = (await asyncio.wait_for(ws.next_data(), 5))["memoryEvents"]
         assert event == {"kind": "ADDED", "itemId": added["addedId"]}
+
+
+class DeadLink:
+    """A connection whose socket looks open but lets nothing through (no FIN, no RST)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def execute(self, *_: object) -> None:
+        raise ConnectionResetError("no route to host")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+async def test_a_link_that_fails_its_probe_is_replaced(
+    database_url: str, settings: Settings
+) -> None:
+    fast = settings.with_overrides(listener_reconnect_min_s=0.01, listener_health_check_s=0.05)
+    hub = EventHub(queue_size=10)
+    listener = EventListener(database_url, hub, fast)
+    await listener.start()
+    try:
+        with hub.subscribe("default") as subscriber:
+            old = listener._conn
+            listener._conn = DeadLink(old)
+            event = await asyncio.wait_for(anext(subscriber), 5)
+            assert event.kind is EventKind.RESYNC
+            assert listener._conn is not old and old.is_closed()
+    finally:
+        await listener.stop()
