@@ -25,15 +25,20 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
 from gql_memory.api.loaders import Loaders
+from gql_memory.api.operation_metrics import OperationMetrics
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
+from gql_memory.embeddings.instrumented import InstrumentedEmbedder
+from gql_memory.event_hub import EventHub
+from gql_memory.events_listener import EventListener
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import rules_for
+from gql_memory.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +49,9 @@ _SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
     """strawberry's ASGI view with our context and error formatting."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
         super().__init__(
-            build_schema(settings),
+            build_schema(settings, [lambda: OperationMetrics(metrics)]),
             graphql_ide="graphiql" if settings.graphiql else None,
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
         )
@@ -61,6 +66,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             settings=state.settings,
             request_id=request.scope.get("state", {}).get("request_id", "-"),
             loaders=Loaders(memory),
+            events=getattr(state, "event_hub", None),
         )
 
     async def process_result(
@@ -170,9 +176,16 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ok", "database": "ok"})
 
 
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus metrics of this server (of all its workers in multiprocess mode)."""
+    body, content_type = request.app.state.metrics.exposition()
+    return Response(body, media_type=content_type)
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     """The ASGI app. Without DATABASE_URL the lifespan starts the embedded PostgreSQL."""
     settings = settings or Settings()
+    metrics = Metrics(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -185,29 +198,44 @@ def create_app(settings: Settings | None = None) -> Starlette:
             embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
             url = embedded.url
         db = Database.from_url(url, settings)
-        embedder = make_provider(settings)
+        metrics.instrument_pool(db.engine, settings)
+        embedder = InstrumentedEmbedder(make_provider(settings), metrics)
+        # Live events: this process's subscribers, fed by its one LISTEN connection.
+        hub = EventHub(settings.subscriber_queue_size, observer=metrics)
+        listener = EventListener(url, hub, settings, observer=metrics)
+        live = settings.live_events
         try:
             await upgrade(db, embedder.dim)
             await verify_embedding_config(db, embedder)
             log.info(describe(embedder))
+            if live:
+                await listener.start()
             app.state.db = db
             app.state.settings = settings
             app.state.embedder = embedder
+            app.state.event_hub = hub if live else None
+            app.state.metrics = metrics
             yield
         finally:
+            hub.close()
+            await listener.stop()
             await embedder.aclose()
             await db.dispose()
+            metrics.process_exited()
             if embedded is not None:
                 await asyncio.to_thread(embedded.stop)
 
-    graphql = MemoryGraphQL(settings)
+    graphql = MemoryGraphQL(settings, metrics)
+    routes = [
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),
+        Route("/healthz", healthz),
+        Route("/readyz", readyz),
+    ]
+    if settings.metrics:
+        routes.append(Route("/metrics", metrics_endpoint))
     app = Starlette(
-        routes=[
-            Route("/graphql", graphql, methods=["GET", "POST"]),
-            WebSocketRoute("/graphql", graphql),
-            Route("/healthz", healthz),
-            Route("/readyz", readyz),
-        ],
+        routes=routes,
         lifespan=lifespan,
     )
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)

@@ -74,6 +74,16 @@ async def _migrate(url: str, settings: Settings, verify: bool = True) -> str | N
         await db.dispose()
 
 
+def _prepare_metrics_dir(path: Path) -> None:
+    """Multiprocess metrics: a directory without stale files, announced to every worker."""
+    from gql_memory.metrics import prepare_multiprocess_dir
+
+    prepare_multiprocess_dir(path)
+    # prometheus-client reads the variable itself (also when it came from the config file).
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    log.info("metrics: multiprocess mode, files in %s", path)
+
+
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=2)
@@ -99,6 +109,8 @@ def serve(
             log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)
             # Workers are separate processes: they find the database through the environment.
             os.environ["DATABASE_URL"] = url
+            if settings.prometheus_multiproc_dir is not None:
+                _prepare_metrics_dir(settings.prometheus_multiproc_dir)
             typer.echo(f"GraphiQL: http://{settings.host}:{settings.port}/graphql")
             uvicorn.run(
                 "gql_memory.app:create_app",

@@ -53,6 +53,17 @@ RANDOM_TOKEN_MIN_ENTROPY_BITS = 3.0
 # Only this many characters of a (possibly huge) candidate token are scored.
 RANDOM_TOKEN_SAMPLE_CHARS = 256
 
+# --- live events (SPEC §4 subscriptions, §6 scale-out) ----------------------------------------
+# Every committed write publishes small events with NOTIFY on this one channel; the namespace
+# travels in the payload (see gql_memory.memory.events for why one channel, not one per tenant).
+EVENTS_CHANNEL = "gql_memory_events"
+# PostgreSQL refuses NOTIFY payloads of 8000 bytes or more; bigger events are split by ids.
+NOTIFY_PAYLOAD_MAX_BYTES = 7900
+# application_name of the listener's connection (it shows up in pg_stat_activity).
+LISTENER_APPLICATION_NAME = "gql-memory-listener"
+# Engine execution option that carries Settings.live_events to the write paths' publish().
+LIVE_EVENTS_OPTION = "gql_memory_live_events"
+
 
 class Settings(BaseSettings):
     """Runtime configuration of gql_memory (env vars ``GQL_MEMORY_*`` or the config file)."""
@@ -157,6 +168,41 @@ class Settings(BaseSettings):
         description="Largest accepted request body (raw dialogue content can be large).",
     )
     log_level: str = "INFO"
+
+    # --- live subscriptions and metrics (SPEC §4, §6) ----------------------------------------
+    live_events: bool = Field(
+        default=True,
+        description="Publish memory events (NOTIFY) on every write and serve subscriptions. "
+        "Off: writes skip NOTIFY (PostgreSQL serializes the commits of notifying "
+        "transactions) and subscriptions answer SERVICE_UNAVAILABLE.",
+    )
+    subscriber_queue_size: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Events buffered per subscription; a subscriber that falls this far behind "
+        "is closed with SERVICE_UNAVAILABLE (it resubscribes and refetches) so that it never "
+        "holds up anyone else.",
+    )
+    listener_reconnect_min_s: float = Field(
+        default=0.5, gt=0.0, le=60.0, description="First retry delay of the LISTEN connection."
+    )
+    listener_reconnect_max_s: float = Field(
+        default=10.0, gt=0.0, le=600.0, description="Longest retry delay (doubling backoff)."
+    )
+    listener_health_check_s: float = Field(
+        default=15.0,
+        gt=0.0,
+        le=3600.0,
+        description="How often an idle LISTEN connection is probed (finds silently dead links).",
+    )
+    metrics: bool = Field(default=True, description="Serve Prometheus metrics at /metrics.")
+    prometheus_multiproc_dir: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"),
+        description="prometheus-client multiprocess mode: the directory where every worker "
+        "writes its metrics, so /metrics on any worker reports the sum of all of them.",
+    )
 
     # --- embeddings and search (later layers read these) ----------------------------------
     openai_api_key: str | None = Field(

@@ -9,6 +9,7 @@ from strawberry.types import Info as StrawberryInfo
 
 from gql_memory.api.loaders import Loaders
 from gql_memory.config import Settings
+from gql_memory.event_hub import EventHub
 from gql_memory.memory import Memory
 
 
@@ -22,6 +23,7 @@ class Context:
     settings: Settings
     request_id: str
     loaders: Loaders
+    events: EventHub | None = None  # live events of this process (subscriptions)
 
 
 Info = StrawberryInfo[Context, None]

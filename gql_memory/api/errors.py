@@ -44,6 +44,18 @@ def log_errors(errors: list[GraphQLError], request_id: str | None) -> None:
             log.warning("service unavailable (request %s): %s", request_id, error.original_error)
 
 
+def annotate_errors(errors: list[GraphQLError], request_id: str | None) -> None:
+    """Give errors their code (and mask internal ones) in place, for transports such as
+    graphql-transport-ws that send ``error.formatted`` rather than ``format_error``."""
+    for error in errors:
+        code, message = classify(error)
+        error.message = message
+        extensions = {**(error.extensions or {}), "code": code}
+        if request_id:
+            extensions["requestId"] = request_id
+        error.extensions = extensions
+
+
 def format_error(error: GraphQLError, request_id: str | None) -> dict[str, Any]:
     code, message = classify(error)
     formatted: dict[str, Any] = {"message": message}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import strawberry
 from graphql import GraphQLError
@@ -17,13 +17,14 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from gql_memory.api.errors import log_errors
+from gql_memory.api.errors import annotate_errors, log_errors
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.queries import MemoryQueries
 from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
+from gql_memory.api.subscriptions import MemorySubscriptions
 from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
@@ -35,6 +36,7 @@ MUTATION_TYPES: tuple[type, ...] = (
     GraphMutations,
     ExtractionMutations,
 )
+SUBSCRIPTION_TYPES: tuple[type, ...] = (MemorySubscriptions,)
 
 Query = strawberry.type(
     type("Query", QUERY_TYPES, {}),
@@ -43,6 +45,11 @@ Query = strawberry.type(
 Mutation = strawberry.type(
     type("Mutation", MUTATION_TYPES, {}),
     description="Write operations. Each mutation is one transaction: all or nothing.",
+)
+Subscription = strawberry.type(
+    type("Subscription", SUBSCRIPTION_TYPES, {}),
+    description="Live streams over graphql-transport-ws (WebSocket at /graphql). Subscriptions "
+    "only read; events come from committed writes on any server of the deployment.",
 )
 
 
@@ -53,11 +60,20 @@ class MemorySchema(strawberry.Schema):
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
         context = execution_context.context if execution_context else None
-        log_errors(errors, getattr(context, "request_id", None))
+        request_id = getattr(context, "request_id", None)
+        log_errors(errors, request_id)
+        # WebSocket messages are built from the errors themselves (HTTP uses format_error).
+        annotate_errors(errors, request_id)
 
 
-def build_schema(settings: Settings | None = None) -> strawberry.Schema:
-    """The GraphQL schema; limits come from settings (the SDL does not depend on them)."""
+def build_schema(
+    settings: Settings | None = None,
+    extra_extensions: Sequence[Callable[[], SchemaExtension]] = (),
+) -> strawberry.Schema:
+    """The GraphQL schema; limits come from settings (the SDL does not depend on them).
+
+    ``extra_extensions`` are added by the app (e.g. operation metrics).
+    """
     settings = settings or Settings()
     extensions: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
         # agents send the same few documents over and over: parse each once (a validation
@@ -69,9 +85,11 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
+    extensions.extend(extra_extensions)
     return MemorySchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         extensions=extensions,
         config=StrawberryConfig(disable_field_suggestions=not settings.introspection),
     )

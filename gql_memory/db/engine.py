@@ -10,7 +10,7 @@ import asyncpg
 import sqlalchemy.exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from gql_memory.config import Settings
+from gql_memory.config import LIVE_EVENTS_OPTION, Settings
 from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class Database:
             pool_timeout=POOL_TIMEOUT_S,
             pool_pre_ping=True,
             connect_args={"timeout": CONNECT_TIMEOUT_S, "server_settings": server_settings},
+            execution_options={LIVE_EVENTS_OPTION: settings.live_events},
         )
         return cls(engine)
 

@@ -14,6 +14,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.validation import require_id, require_text
 from gql_memory.memory.vectors import (
     load_embeddings,
@@ -104,7 +105,11 @@ class Episodes:
                     },
                 )
             ).one()
-        return Episode.from_row(row)
+            episode = Episode.from_row(row)
+            await publish(
+                conn, MemoryEvent(EventKind.EPISODE_STORED, self.namespace, ids=(episode.id,))
+            )
+        return episode
 
     async def get(self, episode_id: Any) -> Episode | None:
         episode_id = require_id(episode_id)
@@ -173,4 +178,8 @@ class Episodes:
                 text("DELETE FROM episodes WHERE namespace = :ns AND id = :id"),
                 {"ns": self.namespace, "id": episode_id},
             )
+            if result.rowcount:
+                await publish(
+                    conn, MemoryEvent(EventKind.EPISODE_DELETED, self.namespace, ids=(episode_id,))
+                )
         return bool(result.rowcount)

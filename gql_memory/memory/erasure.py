@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from gql_memory.db import Database
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.validation import require_session_id
 from gql_memory.memory.working import lock_session
 
@@ -45,4 +46,5 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
         await conn.execute(
             text("DELETE FROM session_state WHERE namespace = :ns AND session_id = :sid"), params
         )
+        await publish(conn, MemoryEvent(EventKind.SESSION_FORGOTTEN, namespace, session_id))
     return deleted

@@ -17,6 +17,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
@@ -136,7 +137,14 @@ class Insights:
                     "metadata": [r["metadata_json"] for r in rows],
                 },
             )
-            return sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+            added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+            await publish(
+                conn,
+                MemoryEvent(
+                    EventKind.INSIGHT_ADDED, self.namespace, ids=tuple(i.id for i in added)
+                ),
+            )
+            return added
 
     def _validated(self, item: InsightInput) -> dict[str, Any]:
         if len(item.source_ids) > MAX_SOURCE_IDS:
@@ -248,4 +256,8 @@ class Insights:
                 text("DELETE FROM insights WHERE namespace = :ns AND id = :id"),
                 {"ns": self.namespace, "id": insight_id},
             )
+            if result.rowcount:
+                await publish(
+                    conn, MemoryEvent(EventKind.INSIGHT_DELETED, self.namespace, ids=(insight_id,))
+                )
         return bool(result.rowcount)

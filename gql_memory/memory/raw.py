@@ -20,6 +20,7 @@ from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.decay import session_event
+from gql_memory.memory.events import dialogue_events, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
@@ -166,6 +167,7 @@ class RawDialogueStore:
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)
             await self._count_events(conn, [r["session_id"] for r in rows])
+            await publish(conn, *dialogue_events(self.namespace, stored))
             return stored
 
     async def _count_events(self, conn: AsyncConnection, session_ids: list[str]) -> None:

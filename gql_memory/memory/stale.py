@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.db import Database
 from gql_memory.db.tables import stale_memory
 from gql_memory.errors import NotFoundError, ValidationError
+from gql_memory.memory.events import archive_events, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
     require_id,
@@ -165,6 +166,7 @@ class StaleMemory:
                 ref_kind=item.ref_kind,
                 ref_id=item.ref_id,
                 provenance=item.provenance,
+                restored_from=item.id,
             )
 
 
@@ -197,4 +199,7 @@ async def archive_rows(
             {"namespace": namespace, "ids": ids, "reason": reason.value},
         )
     ).all()
-    return [StaleMemoryItem.from_row(r) for r in rows]
+    archived = [StaleMemoryItem.from_row(r) for r in rows]
+    # Every archive path (LRU, decay, manual, clear) goes through here: one place reports it.
+    await publish(conn, *archive_events(namespace, archived))
+    return archived

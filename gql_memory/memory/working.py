@@ -28,6 +28,7 @@ from gql_memory.memory.decay import (
     session_event,
     sweep,
 )
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows, require_reason
 from gql_memory.memory.validation import (
     require_id,
@@ -174,10 +175,12 @@ class WorkingMemory:
         ref_id: Any = None,
         provenance: Any = None,
         attention: Any = None,
+        restored_from: int | None = None,
     ) -> WorkingMemoryResult:
         """``add`` inside a caller's transaction (restore and ingestion reuse it).
 
         ``attention`` is the decay base (default: the importance), e.g. an extraction rule's.
+        ``restored_from`` (the stale-memory id) makes the add report RESTORED, not ADDED.
         """
         content = require_text(content, "Content")
         importance = require_importance(importance)
@@ -208,6 +211,7 @@ class WorkingMemory:
             .returning(working_memory.c.id)
         )
         assert added_id is not None
+        await publish(conn, self._added_event(session_id, added_id, restored_from))
         evicted, count = await self._evict_over_capacity(conn, session_id)
         first = evicted[0] if evicted else None
         return WorkingMemoryResult(
@@ -216,6 +220,15 @@ class WorkingMemory:
             archived_id=first.id if first else None,
             current_count=count,
             decayed_ids=tuple(item.original_id for item in decayed if item.original_id),
+        )
+
+    def _added_event(
+        self, session_id: str, added_id: int, restored_from: int | None
+    ) -> MemoryEvent:
+        if restored_from is None:
+            return MemoryEvent(EventKind.ADDED, self.namespace, session_id, (added_id,))
+        return MemoryEvent(
+            EventKind.RESTORED, self.namespace, session_id, (added_id,), (restored_from,)
         )
 
     async def _evict_over_capacity(
@@ -306,6 +319,10 @@ class WorkingMemory:
                     last_event=counter,
                 )
             )
+            if result.rowcount:
+                await publish(
+                    conn, MemoryEvent(EventKind.ACCESSED, self.namespace, session_id, (item_id,))
+                )
             # Touch first, then sweep: the accessed item is fresh and survives.
             await sweep(conn, self.namespace, session_id, self.settings)
             # The item may have been evicted between the lookup and the lock.
@@ -352,11 +369,21 @@ class WorkingMemory:
             archived = await archive_rows(
                 conn, self.namespace, list(critical), ArchiveReason.MANUAL_ARCHIVE
             )
-            deleted = await conn.execute(
-                text(
-                    "DELETE FROM working_memory "
-                    "WHERE namespace = :namespace AND session_id = :session_id"
-                ),
-                params,
+            deleted = (
+                (
+                    await conn.execute(
+                        text(
+                            "DELETE FROM working_memory "
+                            "WHERE namespace = :namespace AND session_id = :session_id "
+                            "RETURNING id"
+                        ),
+                        params,
+                    )
+                )
+                .scalars()
+                .all()
             )
-        return len(archived) + (deleted.rowcount or 0)
+            await publish(
+                conn, MemoryEvent(EventKind.CLEARED, self.namespace, session_id, tuple(deleted))
+            )
+        return len(archived) + len(deleted)

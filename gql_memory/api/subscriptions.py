@@ -1,0 +1,151 @@
+"""GraphQL subscriptions: live memory events over graphql-transport-ws.
+
+Events come from PostgreSQL LISTEN/NOTIFY through the process's EventHub, so a subscriber on
+any worker or replica sees every committed write. A subscriber only ever sees its own
+namespace: the namespace is taken from the per-request context (``caller_namespace``) and
+the hub never hands it another namespace's events. Subscriptions read, never write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import Annotated
+
+import strawberry
+
+from gql_memory.api.context import Info
+from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
+from gql_memory.errors import ServiceUnavailableError
+from gql_memory.event_hub import EventHub
+from gql_memory.memory import events
+from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
+from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason
+from gql_memory.memory.validation import require_session_id
+
+MemoryEventKind = strawberry.enum(
+    EventKind,
+    name="MemoryEventKind",
+    description="What happened. RESYNC is sent by the server after its event stream was "
+    "interrupted (database connection lost and back): refetch, events may have been missed.",
+)
+
+
+@strawberry.type(
+    description="A change in your namespace. Carries kinds and ids, not content: fetch what "
+    "you need with the queries (e.g. workingMemoryItem(id))."
+)
+class MemoryEvent:
+    kind: MemoryEventKind = strawberry.field(description="What happened.")
+    session_id: str | None = strawberry.field(
+        description="Session of a working-memory or dialogue event; null for the others."
+    )
+    ids: list[strawberry.ID] = strawberry.field(
+        description="Ids of the memories concerned: working-memory ids for working-memory "
+        "kinds, raw dialogue / insight / episode ids for the others. A bulk write may arrive "
+        "as several events."
+    )
+    item_id: strawberry.ID | None = strawberry.field(
+        description="The first of `ids` (most events concern exactly one memory)."
+    )
+    archived_ids: list[strawberry.ID] = strawberry.field(
+        description="Stale-memory ids, parallel to `ids`: where EVICTED / ARCHIVED / DECAYED "
+        "items went, or (RESTORED) the stale row the item came back from."
+    )
+    reason: ArchiveReason | None = strawberry.field(
+        description="Archive reason of EVICTED (LRU_EVICTION), DECAYED (DECAY_EVICTION) and "
+        "ARCHIVED (MANUAL_ARCHIVE) events."
+    )
+    occurred_at: datetime = strawberry.field(
+        description="When the write happened (server clock, inside its transaction)."
+    )
+
+    @classmethod
+    def from_domain(cls, event: events.MemoryEvent) -> MemoryEvent:
+        reason = event.archive_reason
+        return cls(
+            kind=event.kind,
+            session_id=event.session_id,
+            ids=[strawberry.ID(str(i)) for i in event.ids],
+            item_id=strawberry.ID(str(event.ids[0])) if event.ids else None,
+            archived_ids=[strawberry.ID(str(i)) for i in event.archived_ids],
+            reason=DomainArchiveReason(reason) if reason else None,
+            occurred_at=event.occurred_at,
+        )
+
+
+@strawberry.type(description="A change of one session's working memory.")
+class WorkingMemoryChange:
+    event: MemoryEvent = strawberry.field(description="What changed.")
+    session_id: strawberry.Private[str]
+
+    @strawberry.field(
+        description="The session's working memory as it is when the event is delivered (so "
+        "after the change), most recently accessed first. Read (read-only) only when selected."
+    )
+    async def items(self, info: Info) -> list[WorkingMemoryItem]:
+        found = await info.context.memory.working.list(self.session_id)
+        return [WorkingMemoryItem.from_domain(i) for i in found]
+
+
+def caller_namespace(info: Info) -> str:
+    """The namespace a subscriber may see: the one its request context is bound to."""
+    return info.context.memory.namespace
+
+
+def _hub(info: Info) -> EventHub:
+    hub = info.context.events
+    if hub is None:
+        raise ServiceUnavailableError(
+            "Live events are switched off on this server (GQL_MEMORY_LIVE_EVENTS=false)."
+        )
+    return hub
+
+
+@strawberry.type(description="Live streams of memory events (graphql-transport-ws).")
+class MemorySubscriptions:
+    @strawberry.subscription(
+        description="Changes of one session's working memory: added, evicted, archived, "
+        "decayed, restored, accessed, cleared, forgotten (and RESYNC)."
+    )
+    async def working_memory_changed(
+        self,
+        info: Info,
+        session_id: Annotated[
+            str, strawberry.argument(description='Session to watch (default "default").')
+        ] = "default",
+    ) -> AsyncGenerator[WorkingMemoryChange, None]:
+        session_id = require_session_id(session_id)
+
+        def wants(event: events.MemoryEvent) -> bool:
+            return event.kind is EventKind.RESYNC or (
+                event.kind in WORKING_MEMORY_KINDS and event.session_id == session_id
+            )
+
+        stream = "workingMemoryChanged"
+        with _hub(info).subscribe(caller_namespace(info), wants, stream) as subscriber:
+            async for event in subscriber:
+                yield WorkingMemoryChange(
+                    event=MemoryEvent.from_domain(event), session_id=session_id
+                )
+
+    @strawberry.subscription(
+        description="Every change in your namespace: working memory, dialogue, insights, "
+        "episodes (and RESYNC)."
+    )
+    async def memory_events(
+        self,
+        info: Info,
+        kinds: Annotated[
+            list[MemoryEventKind] | None,
+            strawberry.argument(description="Only these kinds (default: all; RESYNC always)."),
+        ] = None,
+    ) -> AsyncGenerator[MemoryEvent, None]:
+        wanted = frozenset(kinds) if kinds else None
+
+        def wants(event: events.MemoryEvent) -> bool:
+            return wanted is None or event.kind in wanted or event.kind is EventKind.RESYNC
+
+        with _hub(info).subscribe(caller_namespace(info), wants, "memoryEvents") as subscriber:
+            async for event in subscriber:
+                yield MemoryEvent.from_domain(event)

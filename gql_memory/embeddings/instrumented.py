@@ -1,0 +1,38 @@
+"""An embedding provider that reports calls, texts and latency (a decorator of any provider)."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from gql_memory.embeddings import EmbeddingProvider, Vector
+
+
+class EmbeddingRecorder(Protocol):
+    """Where the measurements go (gql_memory.metrics.Metrics implements it)."""
+
+    def embedding_call(self, provider: str, texts: int, seconds: float, ok: bool) -> None: ...
+
+
+class InstrumentedEmbedder:
+    """Wraps a provider: same name, model and dimension; every ``embed`` call is measured."""
+
+    def __init__(self, inner: EmbeddingProvider, recorder: EmbeddingRecorder) -> None:
+        self.inner = inner
+        self.recorder = recorder
+        self.name = inner.name
+        self.model = inner.model
+        self.dim = inner.dim
+
+    async def embed(self, texts: list[str]) -> list[Vector]:
+        started = time.perf_counter()
+        ok = False
+        try:
+            vectors = await self.inner.embed(texts)
+            ok = True
+            return vectors
+        finally:
+            self.recorder.embedding_call(self.name, len(texts), time.perf_counter() - started, ok)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,236 @@
+"""Prometheus metrics (prometheus-client), one set per app, never import-time globals.
+
+Single process: the metrics live in the app's own registry. With ``PROMETHEUS_MULTIPROC_DIR``
+set (uvicorn ``--workers N``), prometheus-client writes every value to per-process files in
+that directory and /metrics on any worker adds up all of them; gauges use the ``live*`` modes
+so a worker that stopped stops counting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as prometheus_multiprocess
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gql_memory.config import Settings
+from gql_memory.memory.events import MemoryEvent, process_origin
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+DELIVERY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+_METRIC_FILE = re.compile(r"_(\d+)\.db$")
+
+
+class Metrics:
+    """Every gql_memory_* metric of one app, plus the hooks that feed them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.multiprocess_dir = settings.prometheus_multiproc_dir
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "gql_memory_graphql_requests",
+            "GraphQL operations by root field (operation) and type.",
+            ["operation", "type"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "gql_memory_graphql_request_duration_seconds",
+            "Time to answer a query or mutation (parse, validate, execute).",
+            ["operation", "type"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "gql_memory_graphql_errors",
+            "GraphQL errors by operation and extensions.code.",
+            ["operation", "code"],
+            registry=r,
+        )
+        self.pool_checked_out = Gauge(
+            "gql_memory_db_pool_checked_out",
+            "Database connections in use right now.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.pool_size = Gauge(
+            "gql_memory_db_pool_size",
+            "Configured database pool size (connections kept open).",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.pool_max_overflow = Gauge(
+            "gql_memory_db_pool_max_overflow",
+            "Extra connections the pool may open beyond its size under load.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.evictions = Counter(
+            "gql_memory_evictions",
+            "Working-memory items archived, by reason (LRU_EVICTION, DECAY_EVICTION, "
+            "MANUAL_ARCHIVE); counted once, by the process that made the write.",
+            ["reason"],
+            registry=r,
+        )
+        self.events = Counter(
+            "gql_memory_events_published",
+            "Committed memory events (notifications) written by this process, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.event_delivery_seconds = Histogram(
+            "gql_memory_event_delivery_seconds",
+            "From an event's write (in its transaction) to its arrival at this process's "
+            "listener, across workers and replicas (clocks of replicas must agree).",
+            buckets=DELIVERY_BUCKETS,
+            registry=r,
+        )
+        self.embedding_requests = Counter(
+            "gql_memory_embedding_requests",
+            "Calls to the embedding provider, by provider and outcome (ok, error).",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.embedding_texts = Counter(
+            "gql_memory_embedding_texts",
+            "Texts sent to the embedding provider.",
+            ["provider"],
+            registry=r,
+        )
+        self.embedding_seconds = Histogram(
+            "gql_memory_embedding_duration_seconds",
+            "Time per embedding call (a batch of texts), retries included.",
+            ["provider"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.subscriptions = Gauge(
+            "gql_memory_subscriptions_active",
+            "Open GraphQL subscriptions, by stream (memoryEvents, workingMemoryChanged).",
+            ["stream"],
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.subscription_overflows = Counter(
+            "gql_memory_subscription_overflows",
+            "Subscriptions closed because the client fell too far behind.",
+            ["stream"],
+            registry=r,
+        )
+        self.listener_connected = Gauge(
+            "gql_memory_event_listener_connected",
+            "1 while the LISTEN connection is up (multiprocess: the minimum over workers).",
+            multiprocess_mode="livemin",
+            registry=r,
+        )
+        self.listener_reconnects = Counter(
+            "gql_memory_event_listener_reconnects",
+            "Times the LISTEN connection was lost and re-established.",
+            registry=r,
+        )
+
+    # --- exposition ----------------------------------------------------------------------
+
+    def exposition(self) -> tuple[bytes, str]:
+        """(body, content type) in the Prometheus text format."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        registry = CollectorRegistry()
+        prometheus_multiprocess.MultiProcessCollector(registry, path=str(self.multiprocess_dir))
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+
+    def process_exited(self) -> None:
+        """Drop this process's live gauges (graceful shutdown in multiprocess mode)."""
+        if self.multiprocess_dir is not None:
+            prometheus_multiprocess.mark_process_dead(os.getpid(), str(self.multiprocess_dir))
+
+    # --- database pool -------------------------------------------------------------------
+
+    def instrument_pool(self, engine: AsyncEngine, settings: Settings) -> None:
+        """Follow the engine's pool: +1 on checkout, -1 on checkin."""
+        self.pool_size.set(settings.db_pool_size)
+        self.pool_max_overflow.set(settings.db_max_overflow)
+        self.pool_checked_out.set(0)
+
+        def checkout(*_: Any) -> None:
+            self.pool_checked_out.inc()
+
+        def checkin(*_: Any) -> None:
+            self.pool_checked_out.dec()
+
+        event.listen(engine.sync_engine, "checkout", checkout)
+        event.listen(engine.sync_engine, "checkin", checkin)
+
+    # --- embeddings ----------------------------------------------------------------------
+
+    def embedding_call(self, provider: str, texts: int, seconds: float, ok: bool) -> None:
+        self.embedding_requests.labels(provider, "ok" if ok else "error").inc()
+        self.embedding_texts.labels(provider).inc(texts)
+        self.embedding_seconds.labels(provider).observe(seconds)
+
+    # --- HubObserver / ListenerObserver --------------------------------------------------
+
+    def subscription_opened(self, stream: str) -> None:
+        self.subscriptions.labels(stream).inc()
+
+    def subscription_closed(self, stream: str) -> None:
+        self.subscriptions.labels(stream).dec()
+
+    def subscriber_overflowed(self, stream: str) -> None:
+        self.subscription_overflows.labels(stream).inc()
+
+    def event_received(self, memory_event: MemoryEvent) -> None:
+        """Every process receives every event; only the writer's process counts it."""
+        delay = time.time() - memory_event.occurred_at.timestamp()
+        self.event_delivery_seconds.observe(max(delay, 0.0))
+        if memory_event.origin != process_origin():
+            return
+        self.events.labels(memory_event.kind.value).inc()
+        reason = memory_event.archive_reason
+        if reason is not None:
+            self.evictions.labels(reason).inc(len(memory_event.ids))
+
+    def listener_connection_changed(self, connected: bool) -> None:
+        self.listener_connected.set(1 if connected else 0)
+
+    def listener_reconnected(self) -> None:
+        self.listener_reconnects.inc()
+
+
+def prepare_multiprocess_dir(path: Path) -> None:
+    """Create the directory and delete metric files left by processes that no longer run.
+
+    prometheus-client asks for a clean directory per run; removing only dead processes'
+    files also keeps it safe when several servers on one host share the directory.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    for file in path.glob("*.db"):
+        match = _METRIC_FILE.search(file.name)
+        if match and not _process_alive(int(match.group(1))):
+            file.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
