@@ -21,6 +21,14 @@ from pydantic_settings import (
 
 CONFIG_FILE_ENV = "GQL_MEMORY_CONFIG"
 
+# --- API keys (see gql_memory.auth) ----------------------------------------------------------
+API_KEY_PREFIX = "gqlm_"
+"""Every key starts with this, so leaked keys are easy to recognise (and to redact in logs)."""
+API_KEY_RANDOM_BYTES = 32
+"""256 random bits per key: a plain SHA-256 at rest is then as good as a slow password hash."""
+API_KEY_DISPLAY_CHARS = 12
+"""Leading characters of a key stored in clear for `keys list` (prefix + 7 random chars)."""
+
 
 class Settings(BaseSettings):
     """Runtime configuration of gql_memory (env vars ``GQL_MEMORY_*`` or the config file)."""
@@ -70,6 +78,19 @@ class Settings(BaseSettings):
         default=None,
         description="API-key auth; default optional on a loopback address, required otherwise.",
     )
+    insecure: bool = Field(
+        default=False,
+        description="Operator's explicit consent to serve without required auth off loopback "
+        "(`serve --insecure`); also lifts the loopback Host check for anonymous callers.",
+    )
+    api_key_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=300.0,
+        description="How long a verified (or refused) API key is trusted without asking the "
+        "database again; a revoked key stops working within this time.",
+    )
+    api_key_cache_size: int = Field(default=10_000, ge=1, description="Keys kept in the cache.")
     graphiql: bool = Field(default=True, description="Serve the GraphiQL IDE at /graphql.")
     introspection: bool = Field(default=True, description="Allow schema introspection.")
     max_query_depth: int = Field(default=12, ge=1)
@@ -80,7 +101,16 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest accepted request body (raw dialogue content can be large).",
     )
+    shutdown_timeout_s: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="On SIGTERM, in-flight requests get this long to finish before the stop.",
+    )
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one JSON object per line (request id, duration...)."
+    )
 
     # --- embeddings and search (later layers read these) ----------------------------------
     openai_api_key: str | None = Field(

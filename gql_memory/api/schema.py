@@ -6,18 +6,15 @@ from collections.abc import Callable
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import (
-    DisableIntrospection,
-    MaxAliasesLimiter,
-    MaxTokensLimiter,
-    QueryDepthLimiter,
-    SchemaExtension,
-)
+from strawberry.extensions import DisableIntrospection, MaxTokensLimiter, SchemaExtension
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from gql_memory.api.errors import log_errors
+from gql_memory.api.auth import ScopeGuard
+from gql_memory.api.errors import annotate, log_errors
+from gql_memory.api.limits import AliasLimit, QueryDepthLimit
 from gql_memory.api.mutations import MemoryMutations
+from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
 from gql_memory.config import Settings
 
@@ -37,22 +34,29 @@ Mutation = strawberry.type(
 
 
 class MemorySchema(strawberry.Schema):
-    """Logs internal errors once, with the request id, instead of strawberry's default."""
+    """Logs internal errors once, with the request id, then masks and codes every error."""
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
         context = execution_context.context if execution_context else None
-        log_errors(errors, getattr(context, "request_id", None))
+        request_id = getattr(context, "request_id", None)
+        log_errors(errors, request_id)
+        for error in errors:
+            annotate(error, request_id)
 
 
 def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     """The GraphQL schema; limits come from settings (the SDL does not depend on them)."""
     settings = settings or Settings()
     extensions: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
-        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+        OperationRecorder,  # names each operation in the access log, even refused ones
+        # Before anything else runs: every operation of every layer is authenticated and
+        # scope-checked here, so new fields inherit the protection by construction.
+        ScopeGuard,
+        lambda: QueryDepthLimit(settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: AliasLimit(settings.max_aliases),
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)

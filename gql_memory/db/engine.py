@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 5.0
 POOL_TIMEOUT_S = 10.0
+CLIENT_TIMEOUT_MARGIN_S = 5.0
 
 # Failures that mean "the database is not there right now", not "your request is wrong".
 _UNAVAILABLE = (
@@ -53,15 +54,23 @@ class Database:
     def from_url(cls, url: str, settings: Settings | None = None) -> Database:
         settings = settings or Settings()
         server_settings = {"application_name": "gql-memory"}
+        command_timeout = None
         if settings.statement_timeout_ms:
             server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
+            # A server that stops answering (hung host, network partition) cannot enforce its
+            # own statement_timeout: the client gives up a little later, so nothing hangs.
+            command_timeout = settings.statement_timeout_ms / 1000 + CLIENT_TIMEOUT_MARGIN_S
         engine = create_async_engine(
             url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
             pool_timeout=POOL_TIMEOUT_S,
             pool_pre_ping=True,
-            connect_args={"timeout": CONNECT_TIMEOUT_S, "server_settings": server_settings},
+            connect_args={
+                "timeout": CONNECT_TIMEOUT_S,
+                "command_timeout": command_timeout,
+                "server_settings": server_settings,
+            },
         )
         return cls(engine)
 

@@ -16,12 +16,13 @@ from sqlalchemy import (
     Text,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 
 metadata = MetaData()
 
 ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
 REF_KINDS = ("INSIGHT", "EPISODE", "RAW", "NODE")
+API_KEY_SCOPES = ("read", "write", "admin")
 
 
 def _namespace() -> Column[str]:
@@ -88,4 +89,24 @@ stale_memory = Table(
     ),
     Index("ix_stale_memory_ns_archived", "namespace", "archived_at"),
     Index("ix_stale_memory_ns_session_archived", "namespace", "session_id", "archived_at"),
+)
+
+# API keys are not memory: they span namespaces (each key is bound to one) and only the
+# server and the `keys` commands read them. The key itself is never stored, only its hash.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("namespace", String(255), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("key_hash", String(64), nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    Column("scopes", ARRAY(Text), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(
+        "cardinality(scopes) > 0 AND scopes <@ ARRAY['read', 'write', 'admin']::text[]",
+        name="ck_api_keys_scopes",
+    ),
+    Index("ux_api_keys_key_hash", "key_hash", unique=True),
 )
