@@ -33,6 +33,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import is_current, upgrade
+from gql_memory.memory import Memory
 from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware, error_response
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,13 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         return Context(
             request=request,
             response=response,
-            db=state.db,
             settings=state.settings,
             request_id=scope_state.get("request_id", "-"),
             credentials=credentials,
+            build_memory=lambda namespace: Memory(state.db, state.settings, namespace),
+            refresh_credentials=(
+                state.authenticator.refresh if isinstance(request, WebSocket) else None
+            ),
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:

@@ -244,7 +244,10 @@ class KeyVerifier:
         """The key's principal, or None for an unknown, revoked or malformed key."""
         if not looks_like_key(secret):
             return None
-        digest = hash_secret(secret)
+        return await self.verify_hash(hash_secret(secret))
+
+    async def verify_hash(self, digest: str) -> Principal | None:
+        """``verify`` for a key already hashed (re-checking a long-lived connection)."""
         now = self.clock()
         cached = self._verdicts.get(digest)
         if cached is not None and cached[0] > now:

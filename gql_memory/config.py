@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(
         default=30_000, ge=0, description="Per-statement timeout in PostgreSQL (0 = none)."
     )
+    db_connect_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="Give up connecting after this long: an unreachable or frozen database "
+        "fails requests with SERVICE_UNAVAILABLE instead of hanging them.",
+    )
 
     # --- working memory (seeds 000/001, ADR-003) -------------------------------------------
     working_memory_capacity: int = Field(

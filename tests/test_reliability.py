@@ -82,6 +82,41 @@ async def test_database_outage_fails_fast_reports_unready_and_recovers(scratch_d
         await asyncio.to_thread(pg.stop)
 
 
+async def test_frozen_database_fails_requests_within_the_timeouts(scratch_dir: Path) -> None:
+    """A database that stops answering (SIGSTOP: a hung host, a partition) cannot hang us."""
+    pg = await asyncio.to_thread(start_embedded, scratch_dir / "pg")
+    settings = Settings(database_url=pg.url, statement_timeout_ms=300, db_connect_timeout_s=1)
+    server, task, base_url = await start_live_server(create_app(settings))
+    frozen: list[psutil.Process] = []
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+            assert "errors" not in await graphql(client, COUNT)  # a pooled connection exists
+            postmaster = psutil.Process(postmaster_pid(scratch_dir / "pg"))
+            frozen = [postmaster, *postmaster.children(recursive=True)]
+            for process in frozen:
+                process.suspend()
+            for _ in range(2):  # the pooled connection (command timeout), then a new one
+                started = time.monotonic()
+                body = await graphql(client, COUNT)
+                # bounded by ping + statement (300 ms + 2 s margin each) + connect (1 s)
+                assert time.monotonic() - started < 8
+                assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+            for process in frozen:
+                process.resume()
+            frozen = []
+
+            async def answers() -> bool:
+                return "errors" not in await graphql(client, COUNT)
+
+            assert await wait_until(answers, timeout=10) < 3
+    finally:
+        for process in frozen:
+            process.resume()
+        server.should_exit = True
+        await task
+        await asyncio.to_thread(pg.stop)
+
+
 # --- crash safety -------------------------------------------------------------------------------
 
 

@@ -10,14 +10,23 @@ resolver sees comes from the principal (``Context.memory``), never from the requ
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from strawberry.extensions import SchemaExtension
 from strawberry.types.graphql import OperationType
 
-from gql_memory.auth import ANONYMOUS, KeyVerifier, Principal, Scope, auth_mode, is_loopback
+from gql_memory.auth import (
+    ANONYMOUS,
+    KeyVerifier,
+    Principal,
+    Scope,
+    auth_mode,
+    hash_secret,
+    is_loopback,
+    looks_like_key,
+)
 from gql_memory.config import Settings
 from gql_memory.errors import (
     ForbiddenError,
@@ -47,6 +56,7 @@ class Credentials:
 
     principal: Principal | None
     error: GqlMemoryError | None = None
+    key_hash: str | None = None  # of the key the principal came from, for re-checks
 
     def require(self) -> Principal:
         """The principal, or raise (a fresh copy of) the refusal."""
@@ -87,13 +97,25 @@ class Authenticator:
         return current
 
     async def from_key(self, key: str) -> Credentials:
+        if not looks_like_key(key):
+            return Credentials(None, UnauthenticatedError(INVALID_KEY))
+        return await self._from_hash(hash_secret(key))
+
+    async def refresh(self, credentials: Credentials) -> Credentials:
+        """Re-check the key behind long-lived credentials (a websocket): revocation applies
+        to the connection's next operation, within the cache TTL."""
+        if credentials.key_hash is None:
+            return credentials
+        return await self._from_hash(credentials.key_hash)
+
+    async def _from_hash(self, key_hash: str) -> Credentials:
         try:
-            principal = await self.verifier.verify(key)
+            principal = await self.verifier.verify_hash(key_hash)
         except ServiceUnavailableError as exc:
             return Credentials(None, exc)
         if principal is None:
             return Credentials(None, UnauthenticatedError(INVALID_KEY))
-        return Credentials(principal)
+        return Credentials(principal, key_hash=key_hash)
 
     def _anonymous(self, host_header: str) -> Credentials:
         if self.mode == "required":
@@ -108,12 +130,20 @@ class Authenticator:
 class ScopeGuard(SchemaExtension):
     """Refuses an operation whose caller is unauthenticated or lacks the operation's scope.
 
-    Authentication is checked before the document is even parsed (an anonymous caller
-    learns nothing, not even validation messages); the scope once the operation type is known.
+    Over HTTP, authentication is checked before the document is even parsed (an anonymous
+    caller learns nothing, not even validation messages); the scope (and, on websockets, the
+    re-checked key) once the operation type is known.
     """
 
-    def on_operation(self) -> Iterator[None]:
-        self._credentials().require()
+    async def on_operation(self) -> AsyncIterator[None]:
+        context = self.execution_context.context
+        refresh = getattr(context, "refresh_credentials", None)
+        if refresh is not None:
+            # A websocket: its key may have been revoked since connection_init. Refused in
+            # on_execute (strawberry drops errors raised here on websockets without a word).
+            context.credentials = await refresh(self._credentials())
+        else:
+            self._credentials().require()
         yield
 
     def on_execute(self) -> Iterator[None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,6 @@ from strawberry.types import Info as StrawberryInfo
 
 from gql_memory.api.auth import Credentials
 from gql_memory.config import Settings
-from gql_memory.db import Database
 from gql_memory.memory import Memory
 
 
@@ -19,11 +19,14 @@ class Context:
 
     request: Any
     response: Any
-    db: Database
     settings: Settings
     request_id: str
     credentials: Credentials
+    # Builds the services of one namespace (db, settings, embedder... bound in get_context).
+    build_memory: Callable[[str], Memory]
     connection_params: dict[str, Any] | None = None  # set by strawberry on websockets
+    # Websockets only: re-checks the key before each operation of the long-lived connection.
+    refresh_credentials: Callable[[Credentials], Awaitable[Credentials]] | None = None
     _memory: Memory | None = field(default=None, repr=False)
 
     @property
@@ -31,11 +34,12 @@ class Context:
         """Every layer, confined to the caller's namespace (from the API key, never the request).
 
         Without an authenticated principal this raises, so even a resolver that somehow ran
-        before the ScopeGuard could not touch any namespace.
+        before the ScopeGuard could not touch any namespace. Anything namespace-bound that a
+        layer adds to the context (DataLoaders...) must be derived from this property.
         """
         principal = self.credentials.require()
         if self._memory is None or self._memory.namespace != principal.namespace:
-            self._memory = Memory(self.db, self.settings, principal.namespace)
+            self._memory = self.build_memory(principal.namespace)
         return self._memory
 
 

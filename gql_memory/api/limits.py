@@ -10,6 +10,7 @@ those) and keep strawberry's messages, so clients see the same errors.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from graphql import (
@@ -83,6 +84,7 @@ def _deepest(parts: list[int]) -> int:
     return max(parts, default=0)
 
 
+@functools.cache  # one class per limit: validation results can be cached by rule set
 def depth_rule(max_depth: int) -> type[ValidationRule]:
     """Rejects operations nested deeper than ``max_depth`` fields (introspection excluded)."""
 
@@ -107,6 +109,7 @@ def depth_rule(max_depth: int) -> type[ValidationRule]:
     return DepthLimit
 
 
+@functools.cache
 def alias_rule(max_aliases: int) -> type[ValidationRule]:
     """Rejects documents with more than ``max_aliases`` aliased fields (fragments expanded)."""
 

@@ -16,6 +16,7 @@ from gql_memory.api.limits import AliasLimit, QueryDepthLimit
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
+from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
@@ -60,6 +61,7 @@ def build_schema(settings: Settings | None = None) -> strawberry.Schema:
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
+    extensions.append(ValidDocumentCache)  # last: it sees the complete rule set
     return MemorySchema(
         query=Query,
         mutation=Mutation,

@@ -15,9 +15,8 @@ from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 5.0
 POOL_TIMEOUT_S = 10.0
-CLIENT_TIMEOUT_MARGIN_S = 5.0
+CLIENT_TIMEOUT_MARGIN_S = 2.0
 
 # Failures that mean "the database is not there right now", not "your request is wrong".
 _UNAVAILABLE = (
@@ -67,7 +66,7 @@ class Database:
             pool_timeout=POOL_TIMEOUT_S,
             pool_pre_ping=True,
             connect_args={
-                "timeout": CONNECT_TIMEOUT_S,
+                "timeout": settings.db_connect_timeout_s,
                 "command_timeout": command_timeout,
                 "server_settings": server_settings,
             },

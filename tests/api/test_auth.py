@@ -236,3 +236,25 @@ async def test_websocket_errors_carry_codes_like_http(
         "id must be a numeric id",
         "BAD_USER_INPUT",
     )
+
+
+async def test_revoking_a_key_reaches_an_open_websocket(
+    secure_api: LiveServer, key_store: ApiKeyStore
+) -> None:
+    created = await key_store.create("tenant-a", "read")
+    async with aconnect_ws(
+        f"{secure_api.base_url}/graphql", secure_api.client, subprotocols=["graphql-transport-ws"]
+    ) as ws:
+        await ws.send_json({"type": "connection_init", "payload": {"apiKey": created.secret}})
+        assert (await asyncio.wait_for(ws.receive_json(), 5))["type"] == "connection_ack"
+        answers = []
+        for operation in ("1", "2"):
+            await ws.send_json({"id": operation, "type": "subscribe", "payload": {"query": COUNT}})
+            answers.append(await asyncio.wait_for(ws.receive_json(), 5))
+            if operation == "1":
+                await asyncio.wait_for(ws.receive_json(), 5)  # complete
+                await key_store.revoke(created.key.id)
+                await asyncio.sleep(KEY_CACHE_TTL_S + 0.2)
+    assert answers[0]["payload"]["data"] == {"stats": {"workingMemory": 0}}
+    refused = answers[1]["payload"]
+    assert refused[0]["extensions"]["code"] == "UNAUTHENTICATED", answers[1]

@@ -88,6 +88,17 @@ async def test_unknown_fragments_are_bad_input_not_internal(api: LiveServer, que
     assert {e["extensions"]["code"] for e in body["errors"]} == {"BAD_USER_INPUT"}
 
 
+async def test_validation_cache_never_lets_a_limit_slip(api: LiveServer, tight: LiveServer) -> None:
+    """Documents found valid are remembered per rule set: a tighter limit still applies."""
+    deep = "{ staleMemory { edges { node { id } } } }"
+    for _ in range(3):
+        assert await api.data(deep)  # valid under the default limits (and remembered)
+        error = await tight.error(deep)
+        assert "exceeds maximum operation depth of 2" in error["message"]
+    for _ in range(2):  # refusals are recomputed every time, never cached as valid
+        assert (await api.error("{ nonsense }"))["extensions"]["code"] == "BAD_USER_INPUT"
+
+
 async def test_token_count(tight: LiveServer) -> None:
     assert await tight.data("{ stats { sessions workingMemory } }")
     error = await tight.error("{ " + " ".join(["stats { sessions }"] * 20) + " }")
