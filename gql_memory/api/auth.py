@@ -109,12 +109,14 @@ class Authenticator:
         return await self._from_hash(credentials.key_hash)
 
     async def _from_hash(self, key_hash: str) -> Credentials:
+        # The hash stays with refusals too: a websocket whose check met a database outage
+        # must pass the next check once the database is back.
         try:
             principal = await self.verifier.verify_hash(key_hash)
         except ServiceUnavailableError as exc:
-            return Credentials(None, exc)
+            return Credentials(None, exc, key_hash=key_hash)
         if principal is None:
-            return Credentials(None, UnauthenticatedError(INVALID_KEY))
+            return Credentials(None, UnauthenticatedError(INVALID_KEY), key_hash=key_hash)
         return Credentials(principal, key_hash=key_hash)
 
     def _anonymous(self, host_header: str) -> Credentials:
