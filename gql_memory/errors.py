@@ -29,3 +29,15 @@ class ServiceUnavailableError(GqlMemoryError):
 
 class ConfigurationError(GqlMemoryError):
     """The server cannot start with this configuration; the message says how to fix it."""
+
+
+class UnauthenticatedError(GqlMemoryError):
+    """No valid API key came with a request that needs one (missing, unknown or revoked)."""
+
+    code = "UNAUTHENTICATED"
+
+
+class ForbiddenError(GqlMemoryError):
+    """The API key is valid but lacks the scope the operation needs."""
+
+    code = "FORBIDDEN"

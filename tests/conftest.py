@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import uvicorn
 from sqlalchemy import text
 
 from gql_memory.app import create_app
+from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, admin_url, start_embedded
@@ -31,11 +34,31 @@ from tests.fake_openai import FakeOpenAI
 TEMPLATE_DB = "gqlm_template"
 
 
+def private_temp_dir() -> Path:
+    """A fresh directory under /tmp that no other test run touches.
+
+    pytest's tmp_path root (/tmp/pytest-of-<user>) is shared by every pytest run of the same
+    user, and each new run prunes old directories in it; a database of ours must not live there
+    while other runs (other worktrees) start.
+    """
+    return Path(tempfile.mkdtemp(prefix="gqlm-test-"))
+
+
 @pytest.fixture(scope="session")
-def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    server = start_embedded(tmp_path_factory.mktemp("pg") / "data", database=TEMPLATE_DB)
+def embedded_pg() -> Iterator[EmbeddedPostgres]:
+    root = private_temp_dir()
+    server = start_embedded(root / "data", database=TEMPLATE_DB)
     yield server
     server.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def scratch_dir() -> Iterator[Path]:
+    """A private temporary directory for one test (see ``private_temp_dir``)."""
+    root = private_temp_dir()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -112,10 +135,16 @@ class LiveServer:
 
     base_url: str
     client: httpx.AsyncClient
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def with_key(self, key: str) -> LiveServer:
+        """The same server, every request sent with ``Authorization: Bearer <key>``."""
+        return replace(self, headers={"Authorization": f"Bearer {key}"})
 
     async def graphql(
         self, query: str, variables: dict[str, Any] | None = None, **kwargs: Any
     ) -> dict[str, Any]:
+        kwargs.setdefault("headers", self.headers)
         response = await self.client.post(
             "/graphql", json={"query": query, "variables": variables or {}}, **kwargs
         )
@@ -137,7 +166,9 @@ class LiveServer:
 
 
 async def start_live_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that name it, and
+    # without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -169,6 +200,38 @@ async def api(live: LiveServer, db: Database) -> LiveServer:
     """The live server on an emptied database."""
     await truncate_all(db)
     return live
+
+
+# --- auth required: API keys --------------------------------------------------------------
+
+KEY_CACHE_TTL_S = 0.3  # short, so that revocation tests wait little
+
+
+@pytest.fixture(scope="module")
+def secure_settings(settings: Settings) -> Settings:
+    """Settings of a server that requires API keys."""
+    return settings.with_overrides(auth="required", api_key_cache_ttl_s=KEY_CACHE_TTL_S)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def secure_live(secure_settings: Settings) -> AsyncIterator[LiveServer]:
+    server, task, base_url = await start_live_server(create_app(secure_settings))
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        yield LiveServer(base_url=base_url, client=client)
+    server.should_exit = True
+    await task
+
+
+@pytest_asyncio.fixture
+async def secure_api(secure_live: LiveServer, db: Database) -> LiveServer:
+    """The auth-required live server (no key attached) on an emptied database."""
+    await truncate_all(db)
+    return secure_live
+
+
+@pytest.fixture
+def key_store(db: Database) -> ApiKeyStore:
+    return ApiKeyStore(db)
 
 
 ROOT = Path(__file__).resolve().parents[1]

