@@ -106,8 +106,8 @@ def register_tools(server: MCPServer, store: MemoryStore) -> None:
         query: Annotated[str, Field(description="What to look for.")],
         top_k: Annotated[int, Field(description="How many hits (1..100).")] = 10,
         session_id: Annotated[
-            str | None, Field(description="Session whose working memory boosts hits.")
-        ] = None,
+            str, Field(description='Session whose working memory boosts hits (default "default").')
+        ] = "default",
         layers: Annotated[list[Layer], Field(description="Layers to search.")] = ["INSIGHT"],  # noqa: B006
     ) -> Result:
         hits = await store.search(query, top_k, session_id, layers)

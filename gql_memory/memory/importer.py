@@ -195,10 +195,13 @@ def locomo_turns(samples: Sequence[Any], prefix: str) -> list[RawDialogueInput]:
         numbers = sorted(int(m.group(1)) for key in conversation if (m := SESSION_KEY.match(key)))
         for number in numbers:
             where = f"{sample_id} session_{number}"
-            date_text = conversation.get(f"session_{number}_date_time")
+            date_text = str(conversation.get(f"session_{number}_date_time"))
             started = locomo_date(date_text, where)
             session = require_session_id(f"{prefix}{sample_id}-session_{number}")
-            for offset, turn in enumerate(conversation[f"session_{number}"]):
+            listed = conversation[f"session_{number}"]
+            if not isinstance(listed, list):
+                raise _invalid(where, "a session must be a list of turns")
+            for offset, turn in enumerate(listed):
                 turns.append(
                     _locomo_turn(
                         turn,

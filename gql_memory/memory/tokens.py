@@ -4,11 +4,12 @@ The estimator mimics how BPE tokenizers (cl100k-style) split text: a common word
 (its leading space included), longer or upper-case words split into pieces, digits go in
 groups of three, each punctuation mark costs about one token and runs of one repeated mark
 (``-----``) are merged, every newline is a token and non-ASCII characters count one each.
-Calibrated against OpenAI's cl100k_base on this repository's prose, code, GraphQL SDL and the
-German seed documents (see docs/benchmarks-context.md, ``bench/token_estimate.py``): it
-overestimates by ~17% at the median, lies within 1.00x..1.42x for 90% of snippets and rarely
-underestimates (p1 0.91x), so a budget in estimated tokens is a slightly conservative budget
-in real ones. Plug in an exact tokenizer (e.g. tiktoken) by implementing ``Tokenizer``.
+Calibrated against OpenAI's cl100k_base on prose, Python, GraphQL SDL, German design notes and
+chat turns; measured on this repository's own text (``bench/token_estimate.py``, results in
+docs/benchmarks-context.md) it overestimates by ~20% at the median, lies within 1.00x..1.45x
+for 90% of snippets and rarely underestimates, so a budget in estimated tokens is a slightly
+conservative budget in real ones; it costs ~0.14 ms per 1,000 characters. Plug in an exact
+tokenizer (e.g. tiktoken) by implementing ``Tokenizer``.
 """
 
 from __future__ import annotations
@@ -78,8 +79,6 @@ class EstimatingTokenizer:
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """Whole pieces only: a word or number is never cut in the middle."""
-        if max_tokens <= 0:
-            return ""
         used = 0
         for match in _PIECES.finditer(text):
             used += _tenths(match.group())
