@@ -35,6 +35,9 @@ INSTRUCTIONS = (
 )
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class MemoryMCPServer(MCPServer[None]):
     """MCPServer whose memory:// resources refuse parameters they do not know."""
 
@@ -56,8 +59,13 @@ def build_server(store: MemoryStore) -> MemoryMCPServer:
         async with store:
             yield
 
+    level = store.settings.log_level.upper()
     server = MemoryMCPServer(
-        "gql-memory", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
+        "gql-memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level=level if level in LOG_LEVELS else "INFO",  # type: ignore[arg-type]
     )
     register_tools(server, store)
     register_resources(server, store)
