@@ -82,6 +82,10 @@ class AssembledContext:
     sections: list[ContextSection] = strawberry.field(
         description="The non-empty sections, in text order."
     )
+    notes: list[str] = strawberry.field(
+        description="What could not be included and why (e.g. the embedding provider was "
+        "unavailable, so search ran on full text only); empty normally."
+    )
 
     @classmethod
     def from_domain(cls, context: domain.Context) -> AssembledContext:
@@ -92,6 +96,7 @@ class AssembledContext:
             total_tokens=context.total_tokens,
             max_tokens=context.max_tokens,
             tokenizer=context.tokenizer,
+            notes=list(context.notes),
             sections=[
                 ContextSection(
                     kind=s.kind,

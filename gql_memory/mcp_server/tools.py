@@ -215,4 +215,4 @@ def register_tools(server: MCPServer, store: MemoryStore) -> None:
         ],
     ) -> Result:
         context = await store.context(query, session_id, max_tokens, include)
-        return pick(context, "text", "total_tokens", "max_tokens", "sections")
+        return pick(context, "text", "total_tokens", "max_tokens", "sections", "notes")

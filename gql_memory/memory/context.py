@@ -33,7 +33,7 @@ from gql_memory.config import (
 )
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, Vector
-from gql_memory.errors import ValidationError
+from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
 from gql_memory.memory.packing import (
     Candidate,
@@ -44,7 +44,7 @@ from gql_memory.memory.packing import (
     SectionCandidates,
     SectionKind,
 )
-from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit
+from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
 from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.working import WorkingMemory, WorkingMemoryItem
@@ -103,6 +103,7 @@ class Context:
     max_tokens: int
     sections: tuple[Section, ...]
     tokenizer: str
+    notes: tuple[str, ...] = ()  # what could not be included, and why
 
 
 def require_max_tokens(value: Any) -> int:
@@ -177,11 +178,23 @@ class ContextAssembler:
         embedder = _EmbedOnce(self.embedder)
         wants_search = SectionKind.SEARCH in sections or SectionKind.GRAPH in sections
         wants_episodes = SectionKind.EPISODES in sections
+        notes: list[str] = []
+        vectors = True
         if wants_search or wants_episodes:
-            await embedder.embed([query])  # once, before the concurrent readers share it
+            try:
+                await embedder.embed([query])  # once, before the concurrent readers share it
+            except ServiceUnavailableError as exc:
+                # An agent loop should not stop because the embedding provider hiccups.
+                vectors = False
+                notes.append(f"embeddings unavailable ({exc}): full-text search only")
+                if wants_episodes:
+                    notes.append("episodes skipped: their similarity needs embeddings")
+                wants_episodes = False
         items, hits, lessons = await asyncio.gather(
             self._working(session_id) if SectionKind.WORKING in sections else _nothing(),
-            self._search(embedder, query, session_id, sections) if wants_search else _nothing(),
+            self._search(embedder, query, session_id, sections, vectors)
+            if wants_search
+            else _nothing(),
             self._episodes(embedder, query) if wants_episodes else _nothing(),
         )
         offers = []
@@ -205,6 +218,7 @@ class ContextAssembler:
             max_tokens=max_tokens,
             sections=tuple(packed),
             tokenizer=self.packer.tokenizer.name,
+            notes=tuple(notes),
         )
 
     @staticmethod
@@ -229,12 +243,14 @@ class ContextAssembler:
         query: str,
         session_id: str,
         sections: list[SectionKind],
+        vectors: bool,
     ) -> list[SearchHit]:
         layers = [MemoryLayer.INSIGHT, MemoryLayer.RAW]
         if SectionKind.EPISODES not in sections:  # otherwise episodes have their own section
             layers.append(MemoryLayer.EPISODE)
         search = HybridSearch(self.db, self.settings, self.namespace, embedder)
-        return await search.search(query, CONTEXT_SEARCH_TOP_K, session_id, layers)
+        weights = None if vectors else SearchWeights(vector=0.0, text=1.0)
+        return await search.search(query, CONTEXT_SEARCH_TOP_K, session_id, layers, weights)
 
     async def _episodes(self, embedder: EmbeddingProvider, query: str) -> list[EpisodeHit]:
         episodes = Episodes(self.db, self.settings, self.namespace, embedder)

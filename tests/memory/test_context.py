@@ -255,3 +255,20 @@ async def test_the_total_never_exceeds_the_budget(
     assert {s.kind for s in context.sections} <= include
     for s in context.sections:
         assert all(i.tokens > 0 and i.reason for i in s.items)
+
+
+async def test_without_embeddings_it_falls_back_to_full_text_and_says_so(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    await seed_agent_memory(controlled)
+    fake_openai.always_fail = 503
+    context = await controlled.context("trip to Berlin", session_id="s")
+    assert [s.kind for s in context.sections] == [
+        SectionKind.WORKING,
+        SectionKind.SEARCH,
+        SectionKind.GRAPH,
+    ]
+    hits = context.sections[1].items
+    assert hits and all("vector rank" not in i.reason and "text rank" in i.reason for i in hits)
+    assert context.notes[0].startswith("embeddings unavailable")
+    assert context.notes[1] == "episodes skipped: their similarity needs embeddings"
