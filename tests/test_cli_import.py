@@ -14,7 +14,7 @@ from gql_memory.cli import app
 from gql_memory.db import Database
 from gql_memory.memory import Memory
 from tests.conftest import truncate_all
-from tests.memory.test_importer import LOCOMO
+from tests.memory.locomo_sample import LOCOMO
 
 
 def gql_memory(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
