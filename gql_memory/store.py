@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from gql_memory.config import Settings
+from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import upgrade
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.context import ALL_SECTIONS, Context, SectionKind
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.extraction import ExtractionPipeline
@@ -93,6 +94,11 @@ class MemoryStore:
         self._memory = None
 
     @property
+    def connected(self) -> bool:
+        """True between ``connect()`` and ``close()``."""
+        return self._memory is not None
+
+    @property
     def memory(self) -> Memory:
         if self._memory is None:
             raise RuntimeError("MemoryStore is not connected: use `async with MemoryStore()`")
@@ -139,6 +145,16 @@ class MemoryStore:
     ) -> list[SearchHit]:
         """Graph-aware hybrid search (see gql_memory.memory.search)."""
         return await self.memory.search(query, top_k, session_id, layers, weights)
+
+    async def context(
+        self,
+        query: str,
+        session_id: str = "default",
+        max_tokens: int = CONTEXT_DEFAULT_MAX_TOKENS,
+        include: Sequence[SectionKind | str] = ALL_SECTIONS,
+    ) -> Context:
+        """Token-budgeted context for an agent's next step (see gql_memory.memory.context)."""
+        return await self.memory.context(query, session_id, max_tokens, include)
 
     @property
     def extraction(self) -> ExtractionPipeline:

@@ -16,6 +16,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
 from gql_memory.api.auth import ScopeGuard
+from gql_memory.api.context_query import ContextQueries
 from gql_memory.api.errors import annotate, log_errors
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
@@ -31,7 +32,13 @@ from gql_memory.config import Settings
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
 # so a new layer adds its own module and one entry here.
-QUERY_TYPES: tuple[type, ...] = (MemoryQueries, SemanticQueries, GraphQueries, SearchQueries)
+QUERY_TYPES: tuple[type, ...] = (
+    MemoryQueries,
+    SemanticQueries,
+    GraphQueries,
+    SearchQueries,
+    ContextQueries,
+)
 MUTATION_TYPES: tuple[type, ...] = (
     MemoryMutations,
     SemanticMutations,

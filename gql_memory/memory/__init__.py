@@ -7,6 +7,7 @@ from functools import cached_property
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, make_provider
+from gql_memory.memory.context import ContextAssembler
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.erasure import forget_session
 from gql_memory.memory.extraction import ExtractionPipeline
@@ -47,6 +48,8 @@ class Memory:
         self.graph = Graph(db, settings, namespace)
         self.hybrid = HybridSearch(db, settings, namespace, self.embedder)
         self.search = self.hybrid.search
+        self.assembler = ContextAssembler(db, settings, namespace, self.embedder, self.working)
+        self.context = self.assembler.assemble
 
     @cached_property
     def extraction(self) -> ExtractionPipeline:

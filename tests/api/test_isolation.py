@@ -159,7 +159,12 @@ PROBES: dict[str, Probe] = {
         {"a": "node", "b": "node2"},
     ),
     "deleteNode": Probe("mutation($id: ID!) { deleteNode(id: $id) }", {"id": "node"}),
-    # --- search and extraction ---------------------------------------------------------------
+    # --- search, context and extraction -------------------------------------------------------
+    "context": Probe(
+        'query($s: String!) { context(query: "secret insight episode said", sessionId: $s) '
+        "{ text totalTokens sections { kind items { id content } } } }",
+        SESSION,
+    ),
     "search": Probe(
         '{ search(query: "secret insight episode said", layers: [INSIGHT, EPISODE, RAW]) '
         "{ layer id content } }",

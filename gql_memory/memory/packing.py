@@ -1,0 +1,205 @@
+"""Packing candidate items into a token budget: the part of context assembly without SQL.
+
+Budget split: each non-empty section first gets a share of the budget (config.CONTEXT_SHARES:
+working memory 30%, search hits 40%, episodes 15%, graph facts 15%, renormalised over the
+sections that have candidates) and takes whole items in priority order while they fit,
+skipping those that do not. Then whatever is left over, from any section, is handed out in
+a second pass in section order (working, search, episodes, graph): skipped items are taken
+whole if they fit, or cut to the remaining budget with a marker when at least
+CONTEXT_MIN_TRUNCATED_TOKENS remain. So a small budget favours every section a little, a
+section without candidates gives its share away, and nothing is wasted.
+
+The text is ``header\\n- item\\n- item`` per section, sections joined by a blank line. The
+cost of each part is counted with the tokenizer; the final text is counted again and items
+are dropped from the end until it fits, so the total never exceeds the budget even for a
+tokenizer whose counts are not additive.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gql_memory.config import (
+    CONTEXT_MIN_TRUNCATED_TOKENS,
+    CONTEXT_SHARES,
+    CONTEXT_TRUNCATION_MARKER,
+)
+from gql_memory.memory.tokens import Tokenizer
+
+SECTION_SEPARATOR = "\n\n"
+BULLET = "- "
+
+
+class SectionKind(enum.Enum):
+    """A part of the assembled context, in the order it appears in the text."""
+
+    WORKING = "WORKING"
+    SEARCH = "SEARCH"
+    EPISODES = "EPISODES"
+    GRAPH = "GRAPH"
+
+
+class ItemKind(enum.Enum):
+    """What an item of the context is."""
+
+    WORKING_MEMORY = "WORKING_MEMORY"
+    INSIGHT = "INSIGHT"
+    EPISODE = "EPISODE"
+    RAW = "RAW"
+    FACT = "FACT"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An item a section would like to include, with why."""
+
+    kind: ItemKind
+    id: str
+    content: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Item:
+    """An item in the context: its text as pasted, its token cost (with its line break)."""
+
+    kind: ItemKind
+    id: str
+    content: str
+    tokens: int
+    reason: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section: its header, why it is there, what it costs in total, and its items."""
+
+    kind: SectionKind
+    header: str
+    reason: str
+    tokens: int
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
+class SectionCandidates:
+    """What a section offers: a header, a one-line purpose, and candidates best first."""
+
+    kind: SectionKind
+    header: str
+    purpose: str
+    candidates: list[Candidate]
+
+
+@dataclass
+class _Fill:
+    source: SectionCandidates
+    share: int
+    taken: dict[int, Item] = field(default_factory=dict)
+    header_tokens: int = 0
+
+    @property
+    def used(self) -> int:
+        return (self.header_tokens if self.taken else 0) + sum(
+            i.tokens for i in self.taken.values()
+        )
+
+
+def one_line(text: str) -> str:
+    """Whitespace (newlines included) collapsed to single spaces: one item, one line."""
+    return " ".join(text.split())
+
+
+class Packer:
+    """Packs sections of candidates into ``max_tokens`` with one tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self._line_break = tokenizer.count("\n")
+        self._separator = tokenizer.count(SECTION_SEPARATOR)
+
+    def pack(self, offers: list[SectionCandidates], max_tokens: int) -> tuple[str, list[Section]]:
+        """(text, sections) with ``tokenizer.count(text) <= max_tokens``."""
+        offers = [o for o in offers if o.candidates]
+        available = max_tokens - self._separator * max(len(offers) - 1, 0)
+        weights = {o.kind: CONTEXT_SHARES[o.kind.value] for o in offers}
+        total_weight = sum(weights.values()) or 1.0
+        fills = [
+            _Fill(o, int(available * weights[o.kind] / total_weight), {}, self._count(o.header))
+            for o in offers
+        ]
+        for fill in fills:  # first pass: whole items within the section's share
+            for index, candidate in enumerate(fill.source.candidates):
+                self._take(fill, index, candidate, fill.share - fill.used, truncate=False)
+        for fill in fills:  # second pass: the leftover, truncating when it helps
+            for index, candidate in enumerate(fill.source.candidates):
+                if index not in fill.taken:
+                    left = available - sum(f.used for f in fills)
+                    self._take(fill, index, candidate, left, truncate=True)
+        sections = [self._section(f) for f in fills if f.taken]
+        return self._fit(sections, max_tokens)
+
+    def _count(self, text: str) -> int:
+        return self.tokenizer.count(text)
+
+    def _take(
+        self, fill: _Fill, index: int, candidate: Candidate, room: int, *, truncate: bool
+    ) -> None:
+        if not fill.taken:
+            room -= fill.header_tokens
+        line = BULLET + one_line(candidate.content)
+        cost = self._count("\n" + line)
+        if cost <= room:
+            fill.taken[index] = Item(candidate.kind, candidate.id, line, cost, candidate.reason)
+            return
+        if not truncate or room < CONTEXT_MIN_TRUNCATED_TOKENS:
+            return
+        cut = self._truncated(line, room)
+        if cut is not None:
+            cost = self._count("\n" + cut)
+            fill.taken[index] = Item(
+                candidate.kind, candidate.id, cut, cost, candidate.reason, truncated=True
+            )
+
+    def _truncated(self, line: str, room: int) -> str | None:
+        """The line cut to ``room`` tokens, ending in the truncation marker (or None)."""
+        budget = room - self._line_break - self._count(CONTEXT_TRUNCATION_MARKER)
+        while budget > self._count(BULLET):
+            cut = self.tokenizer.truncate(line, budget).rstrip() + CONTEXT_TRUNCATION_MARKER
+            if len(cut) > len(BULLET) + len(CONTEXT_TRUNCATION_MARKER) and (
+                self._count("\n" + cut) <= room
+            ):
+                return cut
+            budget -= 1
+        return None
+
+    def _section(self, fill: _Fill) -> Section:
+        items = tuple(fill.taken[i] for i in sorted(fill.taken))
+        offered = len(fill.source.candidates)
+        cut = sum(1 for i in items if i.truncated)
+        reason = (
+            f"{fill.source.purpose}; {len(items)} of {offered} candidates "
+            f"({cut} truncated), first-pass share {fill.share} tokens"
+        )
+        return Section(fill.source.kind, fill.source.header, reason, fill.used, items)
+
+    def _fit(self, sections: list[Section], max_tokens: int) -> tuple[str, list[Section]]:
+        """Render; drop trailing items while a non-additive tokenizer overshoots the budget."""
+        while True:
+            text = SECTION_SEPARATOR.join(
+                s.header + "".join("\n" + i.content for i in s.items) for s in sections
+            )
+            if self._count(text) <= max_tokens or not sections:
+                return text, sections
+            last = sections[-1]
+            if len(last.items) <= 1:
+                sections = sections[:-1]
+            else:
+                kept = last.items[:-1]
+                tokens = self._count(last.header) + sum(i.tokens for i in kept)
+                sections = [
+                    *sections[:-1],
+                    Section(last.kind, last.header, last.reason, tokens, kept),
+                ]
