@@ -46,19 +46,27 @@ def _upgrade(connection: Connection, embedding_dim: int) -> None:
     command.upgrade(config, "head")
 
 
+def pgvector_problem(available_version: str | None) -> str | None:
+    """What is wrong with the server's pgvector (None: nothing), as advice for the operator."""
+    if available_version is None:
+        return PGVECTOR_HELP
+    if tuple(int(p) for p in available_version.split(".")[:2]) < MIN_PGVECTOR:
+        return (
+            f"pgvector {available_version} is too old: gql_memory needs 0.8 or newer (iterative "
+            "HNSW scans). Upgrade the extension package on the database server."
+        )
+    return None
+
+
 async def ensure_pgvector(db: Database) -> None:
     """Fail with installation advice when the server lacks pgvector (0.8 or newer)."""
     async with db.read() as conn:
         version = await conn.scalar(
             text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
         )
-    if version is None:
-        raise ConfigurationError(PGVECTOR_HELP)
-    if tuple(int(p) for p in version.split(".")[:2]) < MIN_PGVECTOR:
-        raise ConfigurationError(
-            f"pgvector {version} is too old: gql_memory needs 0.8 or newer (iterative HNSW "
-            "scans). Upgrade the extension package on the database server."
-        )
+    problem = pgvector_problem(version)
+    if problem:
+        raise ConfigurationError(problem)
 
 
 async def upgrade(db: Database, embedding_dim: int) -> None:
