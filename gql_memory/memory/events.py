@@ -52,6 +52,9 @@ class EventKind(enum.Enum):
     INSIGHT_DELETED = "INSIGHT_DELETED"
     EPISODE_STORED = "EPISODE_STORED"
     EPISODE_DELETED = "EPISODE_DELETED"
+    NODE_ADDED = "NODE_ADDED"  # created or updated (addNode is an upsert)
+    NODE_DELETED = "NODE_DELETED"
+    EDGE_ADDED = "EDGE_ADDED"  # created or updated
     # Not published by writes: a server emits it locally to its subscribers after its LISTEN
     # connection was lost and re-established, because events may have been missed meanwhile.
     RESYNC = "RESYNC"
@@ -103,7 +106,8 @@ class MemoryEvent:
     """One change in a namespace.
 
     ``ids`` are the ids of the memories concerned (working-memory ids for the working-memory
-    kinds, raw dialogue / insight / episode ids for the others). ``archived_ids`` runs
+    kinds, raw dialogue / insight / episode / node ids for the others; for EDGE_ADDED the
+    edge, its source node and its target node). ``archived_ids`` runs
     parallel to ``ids`` for EVICTED / ARCHIVED / DECAYED (the stale-memory rows the items
     went to) and RESTORED (the stale-memory row the item came back from).
     """

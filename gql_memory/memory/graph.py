@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import NotFoundError, ValidationError
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
     require_id,
@@ -236,7 +237,9 @@ class Graph:
                 },
             )
         ).one()
-        return Node.from_row(row)
+        node = Node.from_row(row)
+        await publish(conn, MemoryEvent(EventKind.NODE_ADDED, self.namespace, ids=(node.id,)))
+        return node
 
     async def get_node(self, node_id: Any) -> Node | None:
         node_id = require_id(node_id)
@@ -315,6 +318,10 @@ class Graph:
                 text("DELETE FROM nodes WHERE namespace = :ns AND id = :id"),
                 {"ns": self.namespace, "id": node_id},
             )
+            if result.rowcount:
+                await publish(
+                    conn, MemoryEvent(EventKind.NODE_DELETED, self.namespace, ids=(node_id,))
+                )
         return bool(result.rowcount)
 
     # --- edges ---------------------------------------------------------------------------
@@ -364,7 +371,16 @@ class Graph:
                     },
                 )
             ).one()
-        return Edge.from_row(row)
+            edge = Edge.from_row(row)
+            await publish(
+                conn,
+                MemoryEvent(
+                    EventKind.EDGE_ADDED,
+                    self.namespace,
+                    ids=(edge.id, edge.source_id, edge.target_id),
+                ),
+            )
+        return edge
 
     async def _resolve(
         self, conn: AsyncConnection, ref: NodeRef, field: str, create_missing: bool

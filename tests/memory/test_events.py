@@ -98,6 +98,17 @@ async def test_insights_episodes_and_erasure_report_their_kinds(
     assert events[1].ids == (episode.id,)
 
 
+async def test_graph_writes_report_their_kinds(memory: Memory, tap: EventTap) -> None:
+    a = await memory.graph.add_node("Person", "Ada")
+    edge = await memory.graph.add_edge(a.id, ("Machine", "Engine"), "built", create_missing=True)
+    await memory.graph.delete_node(a.id)
+    await memory.graph.delete_node(a.id)  # nothing deleted: nothing reported
+    events = await tap.drain()
+    assert kinds(events) == ["NODE_ADDED", "NODE_ADDED", "EDGE_ADDED", "NODE_DELETED"]
+    assert events[0].ids == (a.id,)
+    assert events[2].ids == (edge.id, a.id, edge.target_id)
+
+
 async def test_a_rolled_back_write_is_never_delivered(memory: Memory, tap: EventTap) -> None:
     with pytest.raises(RuntimeError):
         async with memory.db.write() as conn:
