@@ -11,12 +11,14 @@ from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CO
 from gql_memory.memory import context as domain
 from gql_memory.memory import packing
 
-ContextSectionKind = strawberry.enum(
+ContextSectionKind = packing.SectionKind  # registered with strawberry below
+strawberry.enum(
     packing.SectionKind,
     name="ContextSectionKind",
     description="A section of an assembled context (in this order in the text).",
 )
-ContextItemKind = strawberry.enum(
+ContextItemKind = packing.ItemKind  # registered with strawberry below
+strawberry.enum(
     packing.ItemKind,
     name="ContextItemKind",
     description="What an item of an assembled context is: a working-memory item, an "

@@ -13,9 +13,8 @@ from gql_memory.api.semantic import Episode, Insight
 from gql_memory.api.types import Connection, RawDialogue, to_connection
 from gql_memory.memory import graph
 
-Direction = strawberry.enum(
-    graph.Direction, name="Direction", description="Which edges a traversal follows."
-)
+Direction = graph.Direction  # registered with strawberry below
+strawberry.enum(graph.Direction, name="Direction", description="Which edges a traversal follows.")
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Node id.")]
 
 

@@ -11,9 +11,8 @@ from gql_memory.api.semantic import Episode, Insight
 from gql_memory.api.types import RawDialogue
 from gql_memory.memory import search
 
-MemoryLayer = strawberry.enum(
-    search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer."
-)
+MemoryLayer = search.MemoryLayer  # registered with strawberry below
+strawberry.enum(search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer.")
 
 
 DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]

@@ -23,7 +23,8 @@ from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
 from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason
 from gql_memory.memory.validation import require_session_id
 
-MemoryEventKind = strawberry.enum(
+MemoryEventKind = EventKind  # registered with strawberry below
+strawberry.enum(
     EventKind,
     name="MemoryEventKind",
     description="What happened. RESYNC is sent by the server after its event stream was "

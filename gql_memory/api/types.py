@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import strawberry
 from strawberry.scalars import JSON
@@ -11,12 +11,12 @@ from strawberry.scalars import JSON
 from gql_memory.memory import raw, stale, working
 from gql_memory.memory.pagination import Page
 
-ArchiveReason = strawberry.enum(
-    stale.ArchiveReason,
-    name="ArchiveReason",
-    description="Why an item left working memory.",
+ArchiveReason = stale.ArchiveReason  # registered with strawberry below
+strawberry.enum(
+    stale.ArchiveReason, name="ArchiveReason", description="Why an item left working memory."
 )
-RefKind = strawberry.enum(
+RefKind = working.RefKind  # registered with strawberry below
+strawberry.enum(
     working.RefKind,
     name="RefKind",
     description="The kind of memory a working-memory item refers to.",
@@ -188,7 +188,7 @@ class Connection(Generic[T]):
     page_info: PageInfo = strawberry.field(description="Pagination state.")
 
 
-def to_connection(page: Page[object], convert: type) -> Connection:  # type: ignore[type-arg]
+def to_connection(page: Page[Any], convert: Any) -> Connection[Any]:
     """Wrap a domain page, converting each item with ``convert.from_domain``."""
     return Connection(
         edges=[
