@@ -14,6 +14,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
+from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.validation import require_id, require_text
 from gql_memory.memory.vectors import (
@@ -172,14 +173,7 @@ class Episodes:
         )
 
     async def delete(self, episode_id: Any) -> bool:
-        episode_id = require_id(episode_id)
-        async with self.db.write() as conn:
-            result = await conn.execute(
-                text("DELETE FROM episodes WHERE namespace = :ns AND id = :id"),
-                {"ns": self.namespace, "id": episode_id},
-            )
-            if result.rowcount:
-                await publish(
-                    conn, MemoryEvent(EventKind.EPISODE_DELETED, self.namespace, ids=(episode_id,))
-                )
-        return bool(result.rowcount)
+        """Erase one episode; False when there was none."""
+        return await delete_row(
+            self.db, "episodes", self.namespace, episode_id, EventKind.EPISODE_DELETED
+        )

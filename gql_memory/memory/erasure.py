@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import text
 
 from gql_memory.db import Database
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.validation import require_session_id
+from gql_memory.memory.validation import require_id, require_session_id
 from gql_memory.memory.working import lock_session
 
 SESSION_TABLES = ("working_memory", "stale_memory", "raw_dialogue")
@@ -48,3 +50,18 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
         )
         await publish(conn, MemoryEvent(EventKind.SESSION_FORGOTTEN, namespace, session_id))
     return deleted
+
+
+async def delete_row(
+    db: Database, table: str, namespace: str, row_id: Any, event: EventKind
+) -> bool:
+    """Erase one row of a namespace by id and report it; False when there was none."""
+    row_id = require_id(row_id)
+    async with db.write() as conn:
+        result = await conn.execute(
+            text(f"DELETE FROM {table} WHERE namespace = :ns AND id = :id"),
+            {"ns": namespace, "id": row_id},
+        )
+        if result.rowcount:
+            await publish(conn, MemoryEvent(event, namespace, ids=(row_id,)))
+    return bool(result.rowcount)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import NotFoundError, ValidationError
+from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
@@ -312,17 +313,7 @@ class Graph:
 
     async def delete_node(self, node_id: Any) -> bool:
         """Delete a node and (by cascade) its edges; False when there was none."""
-        node_id = require_id(node_id)
-        async with self.db.write() as conn:
-            result = await conn.execute(
-                text("DELETE FROM nodes WHERE namespace = :ns AND id = :id"),
-                {"ns": self.namespace, "id": node_id},
-            )
-            if result.rowcount:
-                await publish(
-                    conn, MemoryEvent(EventKind.NODE_DELETED, self.namespace, ids=(node_id,))
-                )
-        return bool(result.rowcount)
+        return await delete_row(self.db, "nodes", self.namespace, node_id, EventKind.NODE_DELETED)
 
     # --- edges ---------------------------------------------------------------------------
 

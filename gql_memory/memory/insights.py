@@ -17,6 +17,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
+from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
@@ -250,14 +251,6 @@ class Insights:
 
     async def delete(self, insight_id: Any) -> bool:
         """Erase one insight; False when there was none."""
-        insight_id = require_id(insight_id)
-        async with self.db.write() as conn:
-            result = await conn.execute(
-                text("DELETE FROM insights WHERE namespace = :ns AND id = :id"),
-                {"ns": self.namespace, "id": insight_id},
-            )
-            if result.rowcount:
-                await publish(
-                    conn, MemoryEvent(EventKind.INSIGHT_DELETED, self.namespace, ids=(insight_id,))
-                )
-        return bool(result.rowcount)
+        return await delete_row(
+            self.db, "insights", self.namespace, insight_id, EventKind.INSIGHT_DELETED
+        )
