@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
+from gql_memory.memory.sessions import lock_and_count_events
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows
 
 # Raw attention of working_memory row `w` given its session's counter `s.event_counter`.
@@ -41,26 +42,6 @@ def attention(
     """(raw, reported) attention in Python — the same formula as the SQL, for callers/tests."""
     raw = base * settings.decay_rate ** max(events_elapsed, 0) + mentions * settings.mention_boost
     return raw, max(settings.attention_floor, raw)
-
-
-async def record_events(
-    conn: AsyncConnection, namespace: str, session_id: str, count: int = 1
-) -> int:
-    """Advance the session's event counter by ``count``; returns the new value."""
-    counter = await conn.scalar(
-        text(
-            """
-            INSERT INTO session_state (namespace, session_id, event_counter)
-            VALUES (:ns, :sid, :n)
-            ON CONFLICT (namespace, session_id)
-            DO UPDATE SET event_counter = session_state.event_counter + :n
-            RETURNING event_counter
-            """
-        ),
-        {"ns": namespace, "sid": session_id, "n": count},
-    )
-    assert counter is not None
-    return int(counter)
 
 
 async def sweep(
@@ -98,6 +79,7 @@ async def sweep(
 async def session_event(
     conn: AsyncConnection, namespace: str, session_id: str, settings: Settings, count: int = 1
 ) -> tuple[int, list[StaleMemoryItem]]:
-    """One write event (or ``count``) in a session: advance the counter, then sweep."""
-    counter = await record_events(conn, namespace, session_id, count)
+    """One write event (or ``count``) in a session: take the session's lock, advance the
+    counter, then sweep."""
+    counter = await lock_and_count_events(conn, namespace, session_id, count)
     return counter, await sweep(conn, namespace, session_id, settings)

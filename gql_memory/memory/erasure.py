@@ -8,8 +8,8 @@ from sqlalchemy import text
 
 from gql_memory.db import Database
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.sessions import lock_session
 from gql_memory.memory.validation import require_id, require_session_id
-from gql_memory.memory.working import lock_session
 
 SESSION_TABLES = ("working_memory", "stale_memory", "raw_dialogue")
 

@@ -31,7 +31,6 @@ from gql_memory.memory.validation import (
     require_text,
 )
 from gql_memory.memory.vectors import vector_literal
-from gql_memory.memory.working import lock_session
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +175,6 @@ class RawDialogueStore:
         for session_id in session_ids:
             per_session[session_id] = per_session.get(session_id, 0) + 1
         for session_id in sorted(per_session):  # a fixed lock order: no deadlocks
-            await lock_session(conn, self.namespace, session_id)
             await session_event(
                 conn, self.namespace, session_id, self.settings, per_session[session_id]
             )

@@ -24,11 +24,11 @@ from gql_memory.errors import NotFoundError, ValidationError
 from gql_memory.memory.decay import (
     ATTENTION_SQL,
     decay_params,
-    record_events,
     session_event,
     sweep,
 )
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.sessions import lock_and_count_events, lock_session
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows, require_reason
 from gql_memory.memory.validation import (
     require_id,
@@ -116,19 +116,6 @@ LEFT JOIN session_state s ON s.namespace = w.namespace AND s.session_id = w.sess
 """
 
 
-async def lock_session(conn: AsyncConnection, namespace: str, session_id: str) -> None:
-    """Serialize writers of one (namespace, session) until the transaction ends.
-
-    READ COMMITTED alone lets two concurrent adds both count `capacity` items and both skip
-    eviction (or evict the same row); a transaction-scoped advisory lock per session makes
-    insert-count-evict-archive atomic with respect to every other writer of that session.
-    """
-    await conn.execute(
-        text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-        {"key": f"wm\x1f{namespace}\x1f{session_id}"},
-    )
-
-
 class WorkingMemory:
     """The working memory of one namespace; every method takes the session it acts on."""
 
@@ -190,7 +177,6 @@ class WorkingMemory:
         kind, ref = _require_ref(ref_kind, ref_id)
         provenance = require_json_object(provenance, "provenance")
 
-        await lock_session(conn, self.namespace, session_id)
         counter, decayed = await session_event(conn, self.namespace, session_id, self.settings)
         added_id = await conn.scalar(
             working_memory.insert()
@@ -305,8 +291,7 @@ class WorkingMemory:
             )
             if session_id is None:
                 raise NotFoundError(f"Working memory item {item_id} not found")
-            await lock_session(conn, self.namespace, session_id)
-            counter = await record_events(conn, self.namespace, session_id)
+            counter = await lock_and_count_events(conn, self.namespace, session_id)
             result = await conn.execute(
                 working_memory.update()
                 .where(
