@@ -178,7 +178,13 @@ class Settings(BaseSettings):
         default=0.05,
         gt=0.0,
         le=1.0,
-        description="Lexemes in more than this share of rows only rank, they do not match.",
+        description="Lexemes in more than this share of rows (PostgreSQL's statistics) are "
+        "common: rows matching only common lexemes are ranked from a bounded sample.",
+    )
+    text_search_common_matches: int = Field(
+        default=2000,
+        ge=0,
+        description="At most this many rows matching only common lexemes are ranked.",
     )
     embedding_max_chars: int = Field(
         default=16_000, ge=100, description="Longer texts are truncated before embedding."

@@ -24,8 +24,6 @@ from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
-# Lexemes that PostgreSQL's statistics do not list count as this rare (IDF ~ 9.2).
-TEXT_MIN_FREQUENCY = 1e-4
 
 
 class MemoryLayer(enum.Enum):
@@ -97,14 +95,14 @@ _QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''
 
 
 def _lexeme_ctes(layer: MemoryLayer) -> str:
-    """Per layer: each query lexeme as a tsquery with an IDF weight, and the match query.
+    """Per layer: each query lexeme as a tsquery, and two OR queries (any lexeme; any
+    *selective* lexeme).
 
-    Document frequencies come from PostgreSQL's own statistics of the tsvector column
-    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE); lexemes it does not
-    list are rare. Rows are matched by the *selective* lexemes (any of them: OR semantics),
-    so a question full of common words does not drag in the whole namespace; a query with
-    only common lexemes matches on all of them. Rows rank by the summed IDF of the query
-    lexemes they contain: coverage, weighted by how telling each lexeme is.
+    A lexeme is common when PostgreSQL's own statistics of the tsvector column
+    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE) put it in more than
+    ``max_df`` of the rows; every other lexeme is selective. Statistics only bound the work —
+    which rows get ranked when a question full of common words matches much of a namespace —
+    they never change a row's score.
     """
     table = LAYERS[layer].table
     name = layer.value.lower()
@@ -112,8 +110,6 @@ def _lexeme_ctes(layer: MemoryLayer) -> str:
 lex_{name} AS (
     SELECT CAST({_QUOTED} AS tsquery) AS q,
            {_QUOTED} AS quoted,
-           ln(1.0 / greatest(coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0),
-                             CAST(:min_freq AS float8))) AS idf,
            coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0) < :max_df AS selective
     FROM query_lexemes ql
     LEFT JOIN LATERAL (
@@ -125,8 +121,8 @@ lex_{name} AS (
     ) st ON true
 ),
 match_{name} AS (
-    SELECT CAST(coalesce(string_agg(quoted, ' | ') FILTER (WHERE selective),
-                         string_agg(quoted, ' | ')) AS tsquery) AS tsq
+    SELECT CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme,
+           CAST(string_agg(quoted, ' | ') FILTER (WHERE selective) AS tsquery) AS selective
     FROM lex_{name}
 )"""
 
@@ -143,15 +139,27 @@ def _vector_leg(layer: MemoryLayer) -> str:
 
 
 def _text_leg(layer: MemoryLayer) -> str:
-    # At most :max_matches matching rows are ranked: a bound on the work of one search.
+    """Rows containing any query lexeme (OR semantics), ranked by coverage — how many distinct
+    query lexemes a row contains — then cover density (ts_rank_cd, normalised to 0..1).
+
+    Ranking must score every candidate, so the candidates are bounded: up to
+    :max_matches rows containing a selective lexeme, plus up to :common_matches rows
+    containing any lexeme (those matching only common words rank low anyway).
+    """
     spec = LAYERS[layer]
     name = layer.value.lower()
     return f"""
     (SELECT '{layer.value}' AS layer, 'text' AS leg, m.id,
-            (SELECT sum(lx.idf) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q) AS score
-     FROM (SELECT t.id, t.content_tsv FROM {spec.table} t, match_{name} mt
-           WHERE t.namespace = :ns AND t.content_tsv @@ mt.tsq
-           LIMIT :max_matches) m
+            (SELECT count(*) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q)
+              + ts_rank_cd(m.content_tsv, mt.any_lexeme, 32) AS score
+     FROM ((SELECT t.id FROM {spec.table} t, match_{name} mt
+            WHERE t.namespace = :ns AND t.content_tsv @@ mt.selective
+            LIMIT :max_matches)
+           UNION
+           (SELECT t.id FROM {spec.table} t, match_{name} mt
+            WHERE t.namespace = :ns AND t.content_tsv @@ mt.any_lexeme
+            LIMIT :common_matches)) candidates
+     JOIN {spec.table} m ON m.id = candidates.id, match_{name} mt
      ORDER BY score DESC, m.id DESC
      LIMIT :n)"""
 
@@ -327,7 +335,7 @@ class HybridSearch:
                     "n": max(top_k * 4, MIN_CANDIDATES),
                     "max_matches": self.settings.text_search_max_matches,
                     "max_df": self.settings.text_search_max_df,
-                    "min_freq": TEXT_MIN_FREQUENCY,
+                    "common_matches": self.settings.text_search_common_matches,
                 },
             )
         ).all()

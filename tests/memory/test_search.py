@@ -227,7 +227,7 @@ async def test_queries_with_tsquery_syntax_are_taken_literally(memory: Memory, q
     assert isinstance(hits, list)
 
 
-async def test_common_lexemes_rank_but_do_not_flood_the_match(memory: Memory) -> None:
+async def test_common_lexemes_bound_the_work_but_every_lexeme_matches(memory: Memory) -> None:
     from sqlalchemy import text as sql
 
     for i in range(300):
@@ -235,7 +235,19 @@ async def test_common_lexemes_rank_but_do_not_flood_the_match(memory: Memory) ->
     target = await memory.insights.add("common words everywhere and one zanzibar")
     async with memory.db.write() as conn:
         await conn.execute(sql("ANALYZE insights"))
-    hits = await memory.search("common zanzibar words", weights=SearchWeights(vector=0, text=1))
-    assert [h.id for h in hits] == [target.id]  # only the selective lexeme matches
-    broad = await memory.search("common words", weights=SearchWeights(vector=0, text=1), top_k=5)
-    assert len(broad) == 5  # a query of common lexemes only still matches on them
+    text_only = SearchWeights(vector=0, text=1)
+    hits = await memory.search("common zanzibar words", weights=text_only, top_k=5)
+    assert hits[0].id == target.id and hits[0].text_rank == 1  # 3 lexemes covered, not 2
+    assert len(hits) == 5  # rows matching only common lexemes still match (OR semantics)
+    broad = await memory.search("common words", weights=text_only, top_k=5)
+    assert len(broad) == 5
+
+
+async def test_a_word_nobody_used_does_not_silence_the_others(memory: Memory) -> None:
+    target = await memory.insights.add("The user prefers dark mode in every editor")
+    for i in range(20):
+        await memory.insights.add(f"unrelated note {i}")
+    text_only = SearchWeights(vector=0, text=1)
+    for question in ("dark mode", "dark mode for the user", "which theme does the user want"):
+        hits = await memory.search(question, weights=text_only)
+        assert hits and hits[0].id == target.id, question
