@@ -243,7 +243,8 @@ class WorkingMemory:
         victims = [r.id for r in rows[:excess]]
         archived = await archive_rows(conn, self.namespace, victims, ArchiveReason.LRU_EVICTION)
         by_original = {item.original_id: item for item in archived}
-        return [by_original[v] for v in victims], total - excess
+        # every victim was moved: writers of the session hold its lock
+        return [by_original[v] for v in victims if v in by_original], total - excess
 
     async def list(self, session_id: str = DEFAULT_SESSION) -> list[WorkingMemoryItem]:
         """All items of the session, most recently accessed first."""
@@ -284,13 +285,7 @@ class WorkingMemory:
         """
         item_id = require_id(item_id)
         async with self.db.write() as conn:
-            session_id = await conn.scalar(
-                select(working_memory.c.session_id).where(
-                    working_memory.c.id == item_id, working_memory.c.namespace == self.namespace
-                )
-            )
-            if session_id is None:
-                raise NotFoundError(f"Working memory item {item_id} not found")
+            session_id = await self._session_of(conn, item_id)
             counter = await lock_and_count_events(conn, self.namespace, session_id)
             result = await conn.execute(
                 working_memory.update()
@@ -319,14 +314,27 @@ class WorkingMemory:
     async def archive(
         self, item_id: Any, reason: ArchiveReason | str = ArchiveReason.MANUAL_ARCHIVE
     ) -> StaleMemoryItem:
-        """Move one item to stale memory."""
+        """Move one item to stale memory: a write event of its session (it takes the session's
+        lock, so it never races an add's eviction, and advances the decay counter)."""
         item_id = require_id(item_id)
         reason = require_reason(reason)
         async with self.db.write() as conn:
+            session_id = await self._session_of(conn, item_id)
+            await session_event(conn, self.namespace, session_id, self.settings)
             archived = await archive_rows(conn, self.namespace, [item_id], reason)
-        if not archived:
-            raise NotFoundError(f"Working memory item {item_id} not found")
+            if not archived:  # the event's sweep archived it (DECAY_EVICTION) just now
+                raise NotFoundError(f"Working memory item {item_id} not found")
         return archived[0]
+
+    async def _session_of(self, conn: AsyncConnection, item_id: int) -> str:
+        session_id = await conn.scalar(
+            select(working_memory.c.session_id).where(
+                working_memory.c.id == item_id, working_memory.c.namespace == self.namespace
+            )
+        )
+        if session_id is None:
+            raise NotFoundError(f"Working memory item {item_id} not found")
+        return str(session_id)
 
     async def clear(self, session_id: str = DEFAULT_SESSION) -> int:
         """Delete every item of the session; critical items are archived first. Returns count."""

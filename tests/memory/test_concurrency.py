@@ -53,3 +53,23 @@ async def test_concurrent_adds_with_critical_items_still_hold_capacity(memory: M
         *(memory.working.add(f"item {i}", importance=0.9 if i % 3 else 0.2) for i in range(ADDS))
     )
     await assert_invariants(memory.db, ADDS, memory.settings.working_memory_capacity)
+
+
+async def test_archives_racing_adds_never_fail_or_lose_items(memory: Memory) -> None:
+    from gql_memory import NotFoundError
+
+    ids = [(await memory.working.add(f"seed {i}")).added_id for i in range(10)]
+
+    async def archive(item_id: int) -> None:
+        try:
+            await memory.working.archive(item_id)
+        except NotFoundError:
+            pass  # evicted by a concurrent add first: that is an answer, not a failure
+
+    await asyncio.gather(
+        *(memory.working.add(f"new {i}") for i in range(40)), *(archive(i) for i in ids)
+    )
+    async with memory.db.read() as conn:
+        working = await conn.scalar(text("SELECT count(*) FROM working_memory"))
+        stale = await conn.scalar(text("SELECT count(*) FROM stale_memory"))
+    assert working <= 10 and working + stale == 50
