@@ -53,6 +53,12 @@ RANDOM_TOKEN_MIN_ENTROPY_BITS = 3.0
 # Only this many characters of a (possibly huge) candidate token are scored.
 RANDOM_TOKEN_SAMPLE_CHARS = 256
 
+# --- full-text indexing ----------------------------------------------------------------------
+# PostgreSQL refuses tsvectors over 1 MB: full-text indexing reads at most this much of a text.
+TSV_MAX_CHARS = 200_000
+# Search questions (and episode queries) longer than this are refused: a query, not a document.
+MAX_QUERY_CHARS = 10_000
+
 # --- live events (SPEC §4 subscriptions, §6 scale-out) ----------------------------------------
 # Every committed write publishes small events with NOTIFY on this one channel; the namespace
 # travels in the payload (see gql_memory.memory.events for why one channel, not one per tenant).

@@ -29,6 +29,7 @@ from gql_memory.config import (
     CONTEXT_MAX_TOKENS,
     CONTEXT_MIN_TOKENS,
     CONTEXT_SEARCH_TOP_K,
+    MAX_QUERY_CHARS,
     Settings,
 )
 from gql_memory.db import Database
@@ -171,7 +172,7 @@ class ContextAssembler:
         include: Sequence[SectionKind | str] = ALL_SECTIONS,
     ) -> Context:
         """The best context for ``query`` in ``session_id`` within ``max_tokens`` tokens."""
-        query = require_text(query, "query")
+        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         session_id = require_session_id(session_id)
         max_tokens = require_max_tokens(max_tokens)
         sections = require_sections(include)

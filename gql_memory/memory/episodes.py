@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Row, text
 
-from gql_memory.config import Settings
+from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
@@ -78,7 +78,7 @@ class Episodes:
 
     async def store(self, query: str, reward: float, reflection: str) -> Episode:
         """Embed the query and store the episode."""
-        query = require_text(query, "query")
+        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         reward = require_reward(reward)
         reflection = require_text(reflection, "reflection")
         [vector] = await self.embedder.embed([query])
@@ -92,7 +92,7 @@ class Episodes:
                         VALUES (:ns, :query, :reward, :reflection, CAST(:embedding AS vector),
                                 clock_timestamp(),
                                 to_tsvector(CAST(:tsconfig AS regconfig),
-                                            :query || ' ' || :reflection))
+                                            left(:query || ' ' || :reflection, :tsv_max)))
                         RETURNING {_COLUMNS}
                         """
                     ),
@@ -103,6 +103,7 @@ class Episodes:
                         "reflection": reflection,
                         "embedding": vector_literal(vector),
                         "tsconfig": self.settings.text_search_config,
+                        "tsv_max": TSV_MAX_CHARS,
                     },
                 )
             ).one()
@@ -148,7 +149,7 @@ class Episodes:
         top_k: int = DEFAULT_TOP_K,
     ) -> list[EpisodeHit]:
         """The top_k nearest episodes (HNSW) whose similarity is at least min_similarity."""
-        query = require_text(query, "query")
+        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         min_similarity = require_similarity(min_similarity)
         top_k = require_top_k(top_k)
         [vector] = await self.embedder.embed([query])

@@ -12,7 +12,7 @@ from sqlalchemy import Row, and_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import Settings
+from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider
@@ -119,7 +119,7 @@ class Insights:
                     SELECT :namespace, u.content, CAST(u.embedding AS vector),
                            CAST(u.source_ids AS bigint[]), CAST(u.metadata AS jsonb),
                            clock_timestamp(),
-                           to_tsvector(CAST(:tsconfig AS regconfig), u.content)
+                           to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
                     FROM unnest(CAST(:contents AS text[]), CAST(:embeddings AS text[]),
                                 CAST(:source_ids AS text[]), CAST(:metadata AS text[]))
                          WITH ORDINALITY AS u(content, embedding, source_ids, metadata, ord)
@@ -130,6 +130,7 @@ class Insights:
                 {
                     "namespace": self.namespace,
                     "tsconfig": self.settings.text_search_config,
+                    "tsv_max": TSV_MAX_CHARS,
                     "contents": [r["content"] for r in rows],
                     "embeddings": [vector_literal(v) for v in vectors],
                     "source_ids": [
@@ -235,7 +236,7 @@ class Insights:
 
     async def search(self, query: str, top_k: int = 5) -> list[InsightHit]:
         """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance."""
-        query = require_text(query, "query")
+        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         top_k = require_top_k(top_k)
         [vector] = await self.embedder.embed([query])
         async with self.db.read() as conn:

@@ -14,7 +14,7 @@ from sqlalchemy import Row, and_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import Settings
+from gql_memory.config import TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 DATE_RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})$")
 DATE_RANGE_HELP = "Invalid date_range format. Expected: YYYY-MM-DD:YYYY-MM-DD"
 MAX_BATCH = 10_000
-# Full-text indexing reads at most this much of a turn (tsvector has a 1 MB limit).
-TSV_MAX_CHARS = 200_000
 _RETURNED = (
     raw_dialogue.c.id,
     raw_dialogue.c.session_id,

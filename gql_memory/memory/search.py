@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from gql_memory.config import Settings
+from gql_memory.config import MAX_QUERY_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ValidationError
@@ -289,7 +289,7 @@ class HybridSearch:
         weights: SearchWeights | None = None,
     ) -> list[SearchHit]:
         """The top_k hits across ``layers``, best first, each with its explanation."""
-        query = require_text(query, "query")
+        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         top_k = require_top_k(top_k)
         if session_id is not None:
             session_id = require_session_id(session_id)

@@ -122,3 +122,15 @@ async def test_optional_redaction_gate_for_insights(memory: Memory) -> None:
     stored = await gated.insights.add(f"token is {secret}", metadata={"key": secret})
     assert secret not in stored.content and "[REDACTED]" in stored.content
     assert stored.metadata == {"key": "[REDACTED]"}
+
+
+async def test_long_texts_are_indexed_by_their_beginning_and_long_queries_refused(
+    memory: Memory,
+) -> None:
+    long_text = "word " * 600_000  # 3 MB: over PostgreSQL's 1 MB tsvector limit if indexed whole
+    insight = await memory.insights.add(long_text)
+    assert (await memory.insights.get(insight.id)).content == long_text  # type: ignore[union-attr]
+    episode = await memory.episodes.store("q", 0.1, long_text)
+    assert episode.reflection == long_text
+    with pytest.raises(ValidationError, match="query must be at most 10000 characters"):
+        await memory.search("x" * 10_001)
