@@ -29,6 +29,7 @@ from gql_memory.memory.validation import (
 )
 
 MAX_DEPTH = 5
+MAX_NODE_KEY_BYTES = 2400
 NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
 EDGE_COLUMNS = "id, source_id, target_id, relation, weight, properties, created_at"
 
@@ -196,7 +197,12 @@ class Graph:
         raw_id: Any = None,
     ) -> Node:
         label = require_text(label, "label", max_length=255)
-        name = require_text(name, "name", max_length=10_000)
+        name = require_text(name, "name", max_length=MAX_NODE_KEY_BYTES)
+        # (namespace, label, name) is a unique btree index, whose rows PostgreSQL caps at ~2.7 kB
+        if len(f"{self.namespace}{label}{name}".encode()) > MAX_NODE_KEY_BYTES:
+            raise ValidationError(
+                f"label and name together must be at most {MAX_NODE_KEY_BYTES} bytes of UTF-8"
+            )
         properties = require_json_object(properties, "properties")
         links = {
             "insight_id": ("insights", insight_id),

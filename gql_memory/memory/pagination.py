@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from gql_memory.errors import ValidationError
@@ -39,6 +39,9 @@ def decode_cursor(cursor: str) -> tuple[datetime, int]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         moment, row_id = base64.urlsafe_b64decode(padded.encode()).decode().split("|")
-        return datetime.fromisoformat(moment), int(row_id)
-    except (ValueError, UnicodeDecodeError) as exc:
+        when, number = datetime.fromisoformat(moment).astimezone(UTC), int(row_id)
+    except (ValueError, UnicodeDecodeError, OverflowError) as exc:
         raise ValidationError("after is not a valid cursor") from exc
+    if not 0 < number < 2**63:
+        raise ValidationError("after is not a valid cursor")
+    return when, number

@@ -7,7 +7,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import Row, and_, select, text, tuple_
@@ -93,16 +93,17 @@ def parse_date_range(value: str) -> tuple[datetime, datetime]:
         raise ValidationError(f"{DATE_RANGE_HELP} ({exc})") from exc
     if end < start:
         raise ValidationError("date_range end must not be before its start")
-    return (
-        datetime.combine(start, time.min, UTC),
-        datetime.combine(end + timedelta(days=1), time.min, UTC) - timedelta(microseconds=1),
-    )
+    return datetime.combine(start, time.min, UTC), datetime.combine(end, time.max, UTC)
 
 
 def _aware(moment: datetime, field: str) -> datetime:
+    """The moment in UTC (naive means UTC); one PostgreSQL can store, else BAD_USER_INPUT."""
     if not isinstance(moment, datetime):
         raise ValidationError(f"{field} must be a date-time")
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise ValidationError(f"{field} is out of range") from exc
 
 
 def _validated(turn: RawDialogueInput) -> dict[str, Any]:

@@ -123,3 +123,10 @@ async def test_deleting_a_node_deletes_its_edges(memory: Memory) -> None:
     assert await memory.graph.neighbors(ids["a"], depth=5) == []
     assert (await memory.stats()).edges == 0
     assert await memory.graph.delete_node(ids["b"]) is False
+
+
+async def test_oversized_node_keys_are_bad_input(memory: Memory) -> None:
+    with pytest.raises(ValidationError, match="at most 2400 bytes"):
+        await memory.graph.add_node("T", "é" * 1300)
+    node = await memory.graph.add_node("T", "n" * 2000)
+    assert len(node.name) == 2000

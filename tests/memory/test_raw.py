@@ -146,3 +146,17 @@ async def test_forget_session_erases_the_session_and_its_references(memory: Memo
     assert (await memory.insights.get(insight.id)).source_ids == [kept.id]  # type: ignore[union-attr]
     assert (await memory.graph.get_node(node.id)).raw_id is None  # type: ignore[union-attr]
     assert (await memory.stats()).working_memory == 0
+
+
+async def test_extreme_dates_and_cursors_are_bad_input_not_errors(memory: Memory) -> None:
+    page = await memory.raw.list(date_range="9999-12-31:9999-12-31")
+    assert page.items == []
+    edge = datetime.fromisoformat("9999-12-31T23:59:59-14:00")
+    with pytest.raises(ValidationError, match="timestamp is out of range"):
+        await memory.raw.store("s", "user", "x", timestamp=edge)
+    with pytest.raises(ValidationError, match="from is out of range"):
+        await memory.raw.list(from_=datetime.fromisoformat("0001-01-01T00:00:00+14:00"))
+    from gql_memory.memory.pagination import encode_cursor
+
+    with pytest.raises(ValidationError, match="not a valid cursor"):
+        await memory.raw.list(after=encode_cursor(datetime.now(UTC), 2**63))
