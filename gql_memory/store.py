@@ -139,7 +139,7 @@ class MemoryStore:
         self,
         query: str,
         top_k: int = 10,
-        session_id: str | None = None,
+        session_id: str | None = "default",
         layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
         weights: SearchWeights | None = None,
     ) -> list[SearchHit]:

@@ -79,17 +79,19 @@ class Edge:
     properties: JSON | None = strawberry.field(description="Caller-supplied JSON object.")
     created_at: datetime = strawberry.field(description="When the edge was created.")
 
-    @strawberry.field(description="The source node (batched).")
-    async def source(self, info: Info) -> Node:
+    @strawberry.field(
+        description="The source node (batched); null only if it was deleted meanwhile."
+    )
+    async def source(self, info: Info) -> Node | None:
         found = await info.context.loaders.node.load(int(self.source_id))
-        assert found is not None  # edges cascade with their nodes
-        return Node.from_domain(found)
+        return Node.from_domain(found) if found else None
 
-    @strawberry.field(description="The target node (batched).")
-    async def target(self, info: Info) -> Node:
+    @strawberry.field(
+        description="The target node (batched); null only if it was deleted meanwhile."
+    )
+    async def target(self, info: Info) -> Node | None:
         found = await info.context.loaders.node.load(int(self.target_id))
-        assert found is not None
-        return Node.from_domain(found)
+        return Node.from_domain(found) if found else None
 
     @classmethod
     def from_domain(cls, edge: graph.Edge) -> Edge:

@@ -88,5 +88,5 @@ class MemoryMutations:
         description="Erase everything stored for a session (working, stale, raw dialogue); "
         "returns the number of rows deleted."
     )
-    async def forget_session(self, info: Info, session_id: SessionArg) -> int:
+    async def forget_session(self, info: Info, session_id: SessionArg = "default") -> int:
         return await info.context.memory.forget_session(session_id)

@@ -45,8 +45,11 @@ class MemoryQueries:
         self,
         info: Info,
         session_id: Annotated[
-            str | None, strawberry.argument(description="Only this session (default: all).")
-        ] = None,
+            str | None,
+            strawberry.argument(
+                description='Only this session (default "default"); null: every session.'
+            ),
+        ] = "default",
         importance_min: Annotated[
             float | None, strawberry.argument(description="Only items with importance >= this.")
         ] = None,
@@ -70,8 +73,11 @@ class MemoryQueries:
         self,
         info: Info,
         session_id: Annotated[
-            str | None, strawberry.argument(description="Only this session (default: all).")
-        ] = None,
+            str | None,
+            strawberry.argument(
+                description='Only this session (default "default"); null: every session.'
+            ),
+        ] = "default",
         from_: Annotated[
             datetime | None,
             strawberry.argument(name="from", description="Only turns at or after this time."),

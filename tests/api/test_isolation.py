@@ -58,12 +58,12 @@ PROBES: dict[str, Probe] = {
     ),
     "staleMemory": Probe(
         "query($s: String) { a: staleMemory(sessionId: $s) { edges { node { id originalContent "
-        "} } } all: staleMemory { edges { node { id originalContent } } } }",
+        "} } } all: staleMemory(sessionId: null) { edges { node { id originalContent } } } }",
         SESSION,
     ),
     "rawDialogue": Probe(
         "query($s: String) { a: rawDialogue(sessionId: $s) { edges { node { id content } } } "
-        "all: rawDialogue(speaker: "
+        "all: rawDialogue(sessionId: null, speaker: "
         '"user") { edges { node { id content metadata } } } }',
         SESSION,
     ),

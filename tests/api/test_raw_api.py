@@ -50,15 +50,19 @@ async def test_batch_with_timestamps_and_filters(api: LiveServer) -> None:
         {"t": turns},
     )
     assert [t["content"] for t in stored["storeRawDialogueBatch"]] == ["old", "mid", "new"]
-    feb = await api.data(LIST, {"dateRange": "2024-02-01:2024-02-29"})
+    feb = await api.data(LIST, {"sessionId": "s", "dateRange": "2024-02-01:2024-02-29"})
     assert [e["node"]["content"] for e in feb["rawDialogue"]["edges"]] == ["mid"]
-    ranged = await api.data(LIST, {"from": "2024-01-01T00:00:00Z", "to": "2024-02-15T00:00:00Z"})
+    ranged = await api.data(
+        LIST, {"sessionId": None, "from": "2024-01-01T00:00:00Z", "to": "2024-02-15T00:00:00Z"}
+    )
     assert [e["node"]["content"] for e in ranged["rawDialogue"]["edges"]] == ["mid", "old"]
-    users = await api.data(LIST, {"speaker": "user", "first": 1})
+    users = await api.data(LIST, {"sessionId": "s", "speaker": "user", "first": 1})
     page = users["rawDialogue"]
     assert [e["node"]["content"] for e in page["edges"]] == ["new"]
     assert page["pageInfo"]["hasNextPage"]
-    rest = await api.data(LIST, {"speaker": "user", "after": page["pageInfo"]["endCursor"]})
+    rest = await api.data(
+        LIST, {"sessionId": "s", "speaker": "user", "after": page["pageInfo"]["endCursor"]}
+    )
     assert [e["node"]["content"] for e in rest["rawDialogue"]["edges"]] == ["old"]
 
 
@@ -89,4 +93,4 @@ async def test_batch_with_one_bad_turn_writes_nothing(api: LiveServer) -> None:
     )
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert error["message"] == "turn 1: content must not be empty"
-    assert (await api.data(LIST))["rawDialogue"]["edges"] == []
+    assert (await api.data(LIST, {"sessionId": None}))["rawDialogue"]["edges"] == []
