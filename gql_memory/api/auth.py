@@ -40,8 +40,8 @@ KEY_REQUIRED = "An API key is required: send the header 'Authorization: Bearer <
 BAD_HEADER = "The Authorization header must be 'Bearer <api key>'"
 INVALID_KEY = "Invalid or revoked API key"
 LOOPBACK_ONLY = (
-    "Requests without an API key are only accepted through a loopback address "
-    "(Host 127.0.0.1 or localhost); send 'Authorization: Bearer <api key>'"
+    "Requests without an API key are only accepted from this machine: a loopback Host "
+    "(127.0.0.1 or localhost) and no proxy in between; send 'Authorization: Bearer <api key>'"
 )
 OPERATION_SCOPES = {
     OperationType.QUERY: Scope.READ,
@@ -77,7 +77,8 @@ class Authenticator:
     async def from_headers(self, headers: Mapping[str, str]) -> Credentials:
         header = headers.get("authorization")
         if header is None:
-            return self._anonymous(headers.get("host", ""))
+            proxied = any(name in headers for name in FORWARDING_HEADERS)
+            return self._anonymous(headers.get("host", ""), proxied)
         match = BEARER.match(header)
         if match is None:
             return Credentials(None, UnauthenticatedError(BAD_HEADER))
@@ -119,14 +120,20 @@ class Authenticator:
             return Credentials(None, UnauthenticatedError(INVALID_KEY), key_hash=key_hash)
         return Credentials(principal, key_hash=key_hash)
 
-    def _anonymous(self, host_header: str) -> Credentials:
+    def _anonymous(self, host_header: str, proxied: bool = False) -> Credentials:
         if self.mode == "required":
             return Credentials(None, UnauthenticatedError(KEY_REQUIRED))
         # A page on another site can reach a loopback server through DNS rebinding; its
         # requests then carry that site's name as Host. Anonymous access needs a loopback Host.
-        if not self.insecure and not is_loopback(host_header):
+        # A reverse proxy on the same host (nginx's default proxy_pass) sends a loopback Host
+        # for the whole internet: a forwarded request is never anonymous.
+        if not self.insecure and (proxied or not is_loopback(host_header)):
             return Credentials(None, UnauthenticatedError(LOOPBACK_ONLY))
         return Credentials(ANONYMOUS)
+
+
+# Headers a reverse proxy adds: their presence means the caller is not on this machine.
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "x-forwarded-host")
 
 
 class ScopeGuard(SchemaExtension):

@@ -165,6 +165,23 @@ async def test_optional_auth_refuses_anonymous_callers_with_a_foreign_host(
     assert keyed.status_code == 200
 
 
+@pytest.mark.parametrize(
+    "header", ["X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Forwarded-Host"]
+)
+async def test_optional_auth_refuses_anonymous_callers_through_a_proxy(
+    api: LiveServer, key_store: ApiKeyStore, header: str
+) -> None:
+    """nginx's default proxy_pass to 127.0.0.1 sends a loopback Host for every client."""
+    response = await api.client.post(
+        "/graphql", json={"query": COUNT}, headers={"Host": "127.0.0.1:8000", header: "x"}
+    )
+    assert response.status_code == 401
+    assert "no proxy" in response.json()["errors"][0]["message"]
+    key = await new_key(key_store, "read")
+    keyed = await post(api, COUNT, {header: "203.0.113.7", "Authorization": f"Bearer {key}"})
+    assert keyed.status_code == 200
+
+
 # --- websockets (graphql-transport-ws) -------------------------------------------------------
 
 
