@@ -33,7 +33,7 @@ from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
-from gql_memory.db.migrate import is_current, upgrade
+from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.event_hub import EventHub
@@ -221,6 +221,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await upgrade(db, embedder.dim)
             await verify_embedding_config(db, embedder)
+            await ensure_text_search_config(db, settings.text_search_config)
             log.info(describe(embedder))
             if live:
                 await listener.start()

@@ -20,7 +20,7 @@ from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopb
 from gql_memory.config import IMPORT_BATCH_SIZE, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
-from gql_memory.db.migrate import current_revision, upgrade
+from gql_memory.db.migrate import current_revision, ensure_text_search_config, upgrade
 from gql_memory.embeddings import configured_dim, describe, make_provider
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
 from gql_memory.logs import configure_logging, log_config
@@ -66,6 +66,7 @@ async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
     try:
         await upgrade(db, embedder.dim)
         await verify_embedding_config(db, embedder)
+        await ensure_text_search_config(db, settings.text_search_config)
         log.info(describe(embedder))
         return await current_revision(db), await ApiKeyStore(db).count_active()
     finally:

@@ -16,7 +16,7 @@ from types import TracebackType
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
-from gql_memory.db.migrate import upgrade
+from gql_memory.db.migrate import ensure_text_search_config, upgrade
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.context import ALL_SECTIONS, Context, SectionKind
@@ -79,6 +79,7 @@ class MemoryStore:
         if self._migrate:
             await upgrade(self._db, self._embedder.dim)
         await verify_embedding_config(self._db, self._embedder)
+        await ensure_text_search_config(self._db, self.settings.text_search_config)
         self._memory = Memory(self._db, self.settings, self.namespace, self._embedder)
 
     async def close(self) -> None:

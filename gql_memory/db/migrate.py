@@ -69,6 +69,22 @@ async def ensure_pgvector(db: Database) -> None:
         raise ConfigurationError(problem)
 
 
+async def ensure_text_search_config(db: Database, name: str) -> None:
+    """Refuse an unknown GQL_MEMORY_TEXT_SEARCH_CONFIG at startup, not on the first write."""
+    async with db.read() as conn:
+        known = await conn.scalar(
+            text("SELECT count(*) FROM pg_ts_config WHERE cfgname = :name"), {"name": name}
+        )
+    if not known:
+        async with db.read() as conn:
+            names = await conn.execute(text("SELECT cfgname FROM pg_ts_config ORDER BY 1"))
+            available = ", ".join(names.scalars())
+        raise ConfigurationError(
+            f"GQL_MEMORY_TEXT_SEARCH_CONFIG={name!r} is not a text-search configuration of "
+            f"this PostgreSQL server; choose one of: {available}"
+        )
+
+
 async def upgrade(db: Database, embedding_dim: int) -> None:
     """Bring the database to the newest schema (idempotent; serialized across processes).
 

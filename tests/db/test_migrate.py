@@ -33,3 +33,14 @@ async def test_upgrade_is_idempotent_and_current(db: Database) -> None:
     await upgrade(db, 384)
     assert await current_revision(db) == head_revision()
     assert await is_current(db)
+
+
+async def test_an_unknown_text_search_configuration_is_refused_at_startup(db: Database) -> None:
+    import pytest
+
+    from gql_memory.db.migrate import ensure_text_search_config
+    from gql_memory.errors import ConfigurationError
+
+    await ensure_text_search_config(db, "german")
+    with pytest.raises(ConfigurationError, match="'germn' is not a text-search configuration"):
+        await ensure_text_search_config(db, "germn")
