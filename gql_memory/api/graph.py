@@ -12,6 +12,7 @@ from gql_memory.api.context import Info
 from gql_memory.api.semantic import Episode, Insight
 from gql_memory.api.types import Connection, RawDialogue, to_connection
 from gql_memory.memory import graph
+from gql_memory.memory.validation import require_page_size
 
 Direction = graph.Direction  # registered with strawberry below
 strawberry.enum(graph.Direction, name="Direction", description="Which edges a traversal follows.")
@@ -50,10 +51,17 @@ class Node:
         found = await info.context.loaders.raw_dialogue.load(self.raw_id)
         return RawDialogue.from_domain(found) if found else None
 
-    @strawberry.field(description="Every edge touching this node, in or out (batched).")
-    async def edges(self, info: Info) -> list[Edge]:
-        found = await info.context.loaders.node_edges.load(int(self.id))
-        return [Edge.from_domain(e) for e in found or []]
+    @strawberry.field(description="Edges touching this node, in or out, oldest first (batched).")
+    async def edges(
+        self,
+        info: Info,
+        first: Annotated[
+            int, strawberry.argument(description="At most this many (default 100, max 1000).")
+        ] = 100,
+    ) -> list[Edge]:
+        limit = require_page_size(first, 100, info.context.settings.max_page_size)
+        found = await info.context.loaders.node_edges.load((int(self.id), limit))
+        return [Edge.from_domain(e) for e in found]
 
     @classmethod
     def from_domain(cls, node: graph.Node) -> Node:

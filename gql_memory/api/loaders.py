@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from strawberry.dataloader import DataLoader
 
@@ -23,6 +23,20 @@ def _loader(
     return DataLoader(load_fn=load)
 
 
+def _edges_loader(memory: Memory) -> DataLoader[tuple[int, int], list[Any]]:
+    """Keys are (node id, how many edges): one query per distinct page size."""
+
+    async def load(keys: list[tuple[int, int]]) -> list[list[Any]]:
+        found: dict[tuple[int, int], list[Any]] = {}
+        for limit in {limit for _, limit in keys}:
+            ids = [node for node, wanted in keys if wanted == limit]
+            for node, edges in (await memory.graph.edges_of(ids, limit)).items():
+                found[(node, limit)] = edges
+        return [found.get(key, []) for key in keys]
+
+    return DataLoader(load_fn=load)
+
+
 class Loaders:
     """One set per request (caches must not outlive the request or cross namespaces)."""
 
@@ -34,4 +48,4 @@ class Loaders:
         self.episode = _loader(memory.episodes.get_many)
         self.episode_embedding = _loader(memory.episodes.embeddings)
         self.node = _loader(memory.graph.get_nodes)
-        self.node_edges = _loader(memory.graph.edges_of)
+        self.node_edges = _edges_loader(memory)

@@ -404,26 +404,41 @@ class Graph:
             raise NotFoundError(f"Node {node_id} not found")
         return node_id
 
-    async def edges_of(self, node_ids: Sequence[int]) -> dict[int, list[Edge]]:
-        """Every edge touching each node (both directions), for batched loaders."""
+    async def edges_of(self, node_ids: Sequence[int], limit: int = 100) -> dict[int, list[Edge]]:
+        """Up to ``limit`` edges touching each node (either direction, oldest first), for
+        batched loaders: a hub node with a million edges does not bring them all back."""
         if not node_ids:
             return {}
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
                     text(
-                        f"SELECT {EDGE_COLUMNS} FROM edges WHERE namespace = :ns "
-                        "AND (source_id = ANY(:ids) OR target_id = ANY(:ids)) ORDER BY id"
+                        f"""
+                        SELECT node_id, {EDGE_COLUMNS} FROM (
+                            SELECT touching.node_id, e.*,
+                                   row_number() OVER (PARTITION BY touching.node_id
+                                                      ORDER BY e.id) AS position
+                            FROM (
+                                SELECT n.node_id, e.id AS edge_id
+                                FROM unnest(CAST(:ids AS bigint[])) AS n(node_id)
+                                JOIN edges e ON e.namespace = :ns AND e.source_id = n.node_id
+                                UNION
+                                SELECT n.node_id, e.id
+                                FROM unnest(CAST(:ids AS bigint[])) AS n(node_id)
+                                JOIN edges e ON e.namespace = :ns AND e.target_id = n.node_id
+                            ) touching
+                            JOIN edges e ON e.id = touching.edge_id
+                        ) ranked
+                        WHERE position <= :limit
+                        ORDER BY node_id, id
+                        """
                     ).columns(properties=JSONB),
-                    {"ns": self.namespace, "ids": list(node_ids)},
+                    {"ns": self.namespace, "ids": list(node_ids), "limit": limit},
                 )
             ).all()
         result: dict[int, list[Edge]] = {i: [] for i in node_ids}
         for row in rows:
-            edge = Edge.from_row(row)
-            for end in {edge.source_id, edge.target_id}:
-                if end in result:
-                    result[end].append(edge)
+            result[row.node_id].append(Edge.from_row(row))
         return result
 
     # --- traversal -----------------------------------------------------------------------

@@ -87,3 +87,22 @@ async def test_graph_errors(api: LiveServer) -> None:
         EDGE, {"i": {"sourceId": node_id, "targetId": "424242", "relation": "r"}}
     )
     assert error["extensions"]["code"] == "NOT_FOUND"
+
+
+async def test_node_edges_are_bounded_per_node(api: LiveServer) -> None:
+    hub = (await api.data('mutation { addNode(input: {label: "T", name: "hub"}) { id } }'))[
+        "addNode"
+    ]["id"]
+    for i in range(5):
+        await api.data(
+            f'mutation {{ addEdge(input: {{sourceId: "{hub}", target: {{label: "T", '
+            f'name: "leaf {i}"}}, relation: "r", createMissing: true}}) {{ id }} }}'
+        )
+    data = await api.data(
+        f'{{ node(id: "{hub}") {{ few: edges(first: 2) {{ target {{ name }} }} '
+        "all: edges { id } } }"
+    )
+    assert [e["target"]["name"] for e in data["node"]["few"]] == ["leaf 0", "leaf 1"]
+    assert len(data["node"]["all"]) == 5
+    error = await api.error(f'{{ node(id: "{hub}") {{ edges(first: 5000) {{ id }} }} }}')
+    assert error["message"] == "first must be between 1 and 1000"
