@@ -23,6 +23,10 @@ FirstArg = Annotated[
     int | None, strawberry.argument(description="Page size (default 100, at most 1000).")
 ]
 AfterArg = Annotated[str | None, strawberry.argument(description="Return items after this cursor.")]
+SessionFilterArg = Annotated[
+    str | None,
+    strawberry.argument(description='Only this session (default "default"); null: every session.'),
+]
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Database id.")]
 
 
@@ -44,12 +48,7 @@ class MemoryQueries:
     async def stale_memory(
         self,
         info: Info,
-        session_id: Annotated[
-            str | None,
-            strawberry.argument(
-                description='Only this session (default "default"); null: every session.'
-            ),
-        ] = "default",
+        session_id: SessionFilterArg = "default",
         importance_min: Annotated[
             float | None, strawberry.argument(description="Only items with importance >= this.")
         ] = None,
@@ -72,12 +71,7 @@ class MemoryQueries:
     async def raw_dialogue(
         self,
         info: Info,
-        session_id: Annotated[
-            str | None,
-            strawberry.argument(
-                description='Only this session (default "default"); null: every session.'
-            ),
-        ] = "default",
+        session_id: SessionFilterArg = "default",
         from_: Annotated[
             datetime | None,
             strawberry.argument(name="from", description="Only turns at or after this time."),
