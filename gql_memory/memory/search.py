@@ -144,23 +144,27 @@ def _text_leg(layer: MemoryLayer) -> str:
 
     Ranking must score every candidate, so the candidates are bounded: up to
     :max_matches rows containing a selective lexeme, plus up to :common_matches rows
-    containing any lexeme (those matching only common words rank low anyway).
+    containing any lexeme (those matching only common words rank low anyway). Coverage is
+    cheap; ts_rank_cd is not, so it only orders the best :rerank rows by coverage.
     """
     spec = LAYERS[layer]
     name = layer.value.lower()
     return f"""
-    (SELECT '{layer.value}' AS layer, 'text' AS leg, m.id,
-            (SELECT count(*) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q)
-              + ts_rank_cd(m.content_tsv, mt.any_lexeme, 32) AS score
-     FROM ((SELECT t.id FROM {spec.table} t, match_{name} mt
-            WHERE t.namespace = :ns AND t.content_tsv @@ mt.selective
-            LIMIT :max_matches)
-           UNION
-           (SELECT t.id FROM {spec.table} t, match_{name} mt
-            WHERE t.namespace = :ns AND t.content_tsv @@ mt.any_lexeme
-            LIMIT :common_matches)) candidates
-     JOIN {spec.table} m ON m.id = candidates.id, match_{name} mt
-     ORDER BY score DESC, m.id DESC
+    (SELECT '{layer.value}' AS layer, 'text' AS leg, top.id,
+            top.coverage + ts_rank_cd(top.content_tsv, mt.any_lexeme, 32) AS score
+     FROM (SELECT m.id, m.content_tsv,
+                  (SELECT count(*) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q) AS coverage
+           FROM ((SELECT t.id FROM {spec.table} t, match_{name} mt
+                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.selective
+                  LIMIT :max_matches)
+                 UNION
+                 (SELECT t.id FROM {spec.table} t, match_{name} mt
+                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.any_lexeme
+                  LIMIT :common_matches)) candidates
+           JOIN {spec.table} m ON m.id = candidates.id
+           ORDER BY coverage DESC, m.id DESC
+           LIMIT :rerank) top, match_{name} mt
+     ORDER BY score DESC, top.id DESC
      LIMIT :n)"""
 
 
@@ -333,6 +337,7 @@ class HybridSearch:
                     "tsconfig": self.settings.text_search_config,
                     "vector": vector,
                     "n": max(top_k * 4, MIN_CANDIDATES),
+                    "rerank": 4 * max(top_k * 4, MIN_CANDIDATES),
                     "max_matches": self.settings.text_search_max_matches,
                     "max_df": self.settings.text_search_max_df,
                     "common_matches": self.settings.text_search_common_matches,
