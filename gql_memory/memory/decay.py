@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
-from gql_memory.memory.sessions import lock_and_count_events
+from gql_memory.memory.sessions import lock_and_count_events, lock_and_count_events_of
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows
 
 # Raw attention of working_memory row `w` given its session's counter `s.event_counter`.
@@ -45,9 +45,11 @@ def attention(
 
 
 async def sweep(
-    conn: AsyncConnection, namespace: str, session_id: str, settings: Settings
+    conn: AsyncConnection, namespace: str, session_id: str | list[str], settings: Settings
 ) -> list[StaleMemoryItem]:
-    """Archive (DECAY_EVICTION) the session's non-critical items below the delete threshold."""
+    """Archive (DECAY_EVICTION) the non-critical items of the session(s) whose raw attention
+    fell below the delete threshold."""
+    sessions = [session_id] if isinstance(session_id, str) else session_id
     victims = (
         (
             await conn.execute(
@@ -56,14 +58,14 @@ async def sweep(
                 SELECT w.id FROM working_memory w
                 LEFT JOIN session_state s
                   ON s.namespace = w.namespace AND s.session_id = w.session_id
-                WHERE w.namespace = :ns AND w.session_id = :sid
+                WHERE w.namespace = :ns AND w.session_id = ANY(:sids)
                   AND w.importance <= :critical
                   AND {RAW_ATTENTION_SQL} < :threshold
                 """
                 ),
                 {
                     "ns": namespace,
-                    "sid": session_id,
+                    "sids": sessions,
                     "critical": settings.critical_importance,
                     "threshold": settings.decay_delete_threshold,
                     **decay_params(settings),
@@ -83,3 +85,11 @@ async def session_event(
     counter, then sweep."""
     counter = await lock_and_count_events(conn, namespace, session_id, count)
     return counter, await sweep(conn, namespace, session_id, settings)
+
+
+async def sessions_events(
+    conn: AsyncConnection, namespace: str, counts: dict[str, int], settings: Settings
+) -> list[StaleMemoryItem]:
+    """Write events in many sessions at once (a batch of turns): lock, count, one sweep."""
+    await lock_and_count_events_of(conn, namespace, counts)
+    return await sweep(conn, namespace, sorted(counts), settings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -19,7 +20,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.errors import ServiceUnavailableError, ValidationError
-from gql_memory.memory.decay import session_event
+from gql_memory.memory.decay import sessions_events
 from gql_memory.memory.events import dialogue_events, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
@@ -170,13 +171,8 @@ class RawDialogueStore:
 
     async def _count_events(self, conn: AsyncConnection, session_ids: list[str]) -> None:
         """Each stored turn is a write event of its session (working-memory decay)."""
-        per_session: dict[str, int] = {}
-        for session_id in session_ids:
-            per_session[session_id] = per_session.get(session_id, 0) + 1
-        for session_id in sorted(per_session):  # a fixed lock order: no deadlocks
-            await session_event(
-                conn, self.namespace, session_id, self.settings, per_session[session_id]
-            )
+        # one statement for the locks and counters of every session, one for the sweep
+        await sessions_events(conn, self.namespace, dict(Counter(session_ids)), self.settings)
 
     async def _embed(self, contents: list[str]) -> list[str | None]:
         """Embeddings for hybrid search, when enabled. The transcript matters more than its

@@ -82,3 +82,18 @@ async def test_events_of_other_sessions_do_not_decay_this_one(memory: Memory) ->
     added = await memory.working.add("mine", importance=0.5, session_id="a")
     await events(memory, 30, session_id="b")
     assert await attention_of(memory, added.added_id) == pytest.approx(0.5)
+
+
+async def test_a_batch_of_turns_counts_events_per_session_in_few_statements(
+    memory: Memory, statements: list[str]
+) -> None:
+    a = await memory.working.add("in a", importance=0.5, session_id="a")
+    b = await memory.working.add("in b", importance=0.5, session_id="b")
+    turns = [RawDialogueInput("a", "user", f"a {i}") for i in range(25)]
+    turns += [RawDialogueInput("b", "user", "b 0")]
+    turns += [RawDialogueInput(f"other {i}", "user", "x") for i in range(100)]
+    statements.clear()
+    await memory.raw.store_many(turns)
+    assert len(statements) <= 8, statements  # not one lock, counter and sweep per session
+    assert await memory.working.get(a.added_id) is None  # 25 events: decayed away
+    assert await attention_of(memory, b.added_id) == pytest.approx(0.5 * 0.85)
