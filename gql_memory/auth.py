@@ -106,7 +106,7 @@ class ApiKey:
     revoked_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> ApiKey:
+    def from_row(cls, row: Row[Any] | Any) -> ApiKey:
         m = row._mapping
         return cls(
             id=m["id"],

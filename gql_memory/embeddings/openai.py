@@ -7,6 +7,7 @@ and refuses vectors of the wrong dimension. Final failures are SERVICE_UNAVAILAB
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import openai
 from tenacity import (
@@ -65,7 +66,7 @@ class OpenAIEmbedder:
         return vectors
 
     async def _embed_batch(self, batch: list[str]) -> list[Vector]:
-        extra = {"dimensions": self.dim} if self.send_dimensions else {}
+        extra: dict[str, Any] = {"dimensions": self.dim} if self.send_dimensions else {}
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(TRANSIENT),

@@ -40,7 +40,7 @@ class Episode:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> Episode:
+    def from_row(cls, row: Row[Any] | Any) -> Episode:
         m = row._mapping
         return cls(
             id=m["id"],

@@ -54,7 +54,7 @@ class Node:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> Node:
+    def from_row(cls, row: Row[Any] | Any) -> Node:
         m = row._mapping
         return cls(**{k: m[k] for k in NODE_COLUMNS.split(", ")})
 
@@ -70,7 +70,7 @@ class Edge:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> Edge:
+    def from_row(cls, row: Row[Any] | Any) -> Edge:
         m = row._mapping
         return cls(**{k: m[k] for k in EDGE_COLUMNS.split(", ")})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ class Insight:
     created_at: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> Insight:
+    def from_row(cls, row: Row[Any] | Any) -> Insight:
         m = row._mapping
         return cls(
             id=m["id"],
@@ -234,7 +235,7 @@ class Insights:
         """Embeddings by id — read only when a caller asks for them."""
         return await load_embeddings(self.db, "insights", self.namespace, ids)
 
-    async def search(self, query: str, top_k: int = 5) -> list[InsightHit]:
+    async def search(self, query: str, top_k: int = 5) -> builtins.list[InsightHit]:
         """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         top_k = require_top_k(top_k)

@@ -60,7 +60,7 @@ class RawDialogue:
     timestamp: datetime
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> RawDialogue:
+    def from_row(cls, row: Row[Any] | Any) -> RawDialogue:
         m = row._mapping
         return cls(
             id=m["id"],

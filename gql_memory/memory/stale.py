@@ -62,7 +62,7 @@ class StaleMemoryItem:
     provenance: dict[str, Any] | None = None
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> StaleMemoryItem:
+    def from_row(cls, row: Row[Any] | Any) -> StaleMemoryItem:
         m = row._mapping
         return cls(
             id=m["id"],

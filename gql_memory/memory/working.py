@@ -78,7 +78,7 @@ class WorkingMemoryItem:
     provenance: dict[str, Any] | None = None
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> WorkingMemoryItem:
+    def from_row(cls, row: Row[Any] | Any) -> WorkingMemoryItem:
         m = row._mapping
         return cls(
             id=m["id"],
