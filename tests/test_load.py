@@ -9,104 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import subprocess
-import time
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
-import httpx
 from sqlalchemy import text
 
+from bench.load import Load, seed_stable
 from gql_memory.db import Database
 from tests.processes import GQL_MEMORY, ServeProcess, embedded_url, stop_embedded_leftovers
 
 CLIENTS = 32
 DURATION_S = 3.0
-SESSIONS = 8
 CAPACITY = 10
-
-
-class MixedLoad:
-    """Each client loops over a weighted mix of reads and writes until the time is up."""
-
-    def __init__(self, base_url: str, key: str, stable_ids: list[str]) -> None:
-        self.base_url = base_url
-        self.headers = {"Authorization": f"Bearer {key}"}
-        self.stable_ids = stable_ids
-        self.adds: Counter[str] = Counter()
-        self.requests = 0
-        self.errors: list[Any] = []
-
-    async def call(self, client: httpx.AsyncClient, query: str, **variables: Any) -> None:
-        self.requests += 1
-        try:
-            response = await client.post("/graphql", json={"query": query, "variables": variables})
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            self.errors.append(repr(exc))
-            return
-        if response.status_code != 200 or body.get("errors"):
-            self.errors.append(body)
-
-    async def client(self, number: int, until: float) -> None:
-        rng = random.Random(number)
-        async with httpx.AsyncClient(
-            base_url=self.base_url, headers=self.headers, timeout=30
-        ) as client:
-            sequence = 0
-            while time.monotonic() < until:
-                sequence += 1
-                session = f"hot-{rng.randrange(SESSIONS)}"
-                roll = rng.random()
-                if roll < 0.35:
-                    await self.call(
-                        client,
-                        "mutation($c: String!, $s: String!) { addWorkingMemory(input: "
-                        "{content: $c, sessionId: $s, importance: 0.5}) { addedId } }",
-                        c=f"c{number}-{sequence}",
-                        s=session,
-                    )
-                    self.adds[session] += 1
-                elif roll < 0.50:
-                    await self.call(
-                        client,
-                        "mutation($s: String!, $c: String!) { storeRawDialogue(input: "
-                        '{sessionId: $s, speaker: "user", content: $c}) { id } }',
-                        s=session,
-                        c=f"turn {number}-{sequence}",
-                    )
-                elif roll < 0.60:
-                    await self.call(
-                        client,
-                        "mutation($id: ID!) { accessWorkingMemory(id: $id) { id } }",
-                        id=rng.choice(self.stable_ids),
-                    )
-                elif roll < 0.80:
-                    await self.call(
-                        client,
-                        "query($s: String!) { workingMemory(sessionId: $s) { id content } }",
-                        s=session,
-                    )
-                elif roll < 0.90:
-                    await self.call(
-                        client,
-                        "query($s: String!) { rawDialogue(sessionId: $s, first: 20) "
-                        "{ edges { node { id content } } } }",
-                        s=session,
-                    )
-                else:
-                    await self.call(
-                        client,
-                        "{ staleMemory(first: 20) { edges { node { id } } } "
-                        "stats { workingMemory staleMemory } }",
-                    )
-
-    async def run(self, clients: int, seconds: float) -> float:
-        started = time.monotonic()
-        await asyncio.gather(*(self.client(i, started + seconds) for i in range(clients)))
-        return time.monotonic() - started
 
 
 def create_key(data_dir: Path) -> str:
@@ -123,27 +37,16 @@ async def test_two_workers_many_clients_zero_errors_invariants_hold(scratch_dir:
     serve = ServeProcess(data_dir, workers=2, env={"GQL_MEMORY_AUTH": "required"}).start()
     try:
         key = await asyncio.to_thread(create_key, data_dir)  # while the server runs
-        headers = {"Authorization": f"Bearer {key}"}
-        async with httpx.AsyncClient(base_url=serve.base_url, headers=headers) as client:
-            stable = []
-            for i in range(5):
-                response = await client.post(
-                    "/graphql",
-                    json={
-                        "query": "mutation($c: String!) { addWorkingMemory(input: {content: $c, "
-                        'sessionId: "stable"}) { addedId } }',
-                        "variables": {"c": f"stable {i}"},
-                    },
-                )
-                stable.append(response.json()["data"]["addWorkingMemory"]["addedId"])
-        load = MixedLoad(serve.base_url, key, stable)
+        # the benchmark's own workload (bench/load.py), for a few seconds
+        load = Load(serve.base_url, key, await seed_stable(serve.base_url, key))
         seconds = await load.run(CLIENTS, DURATION_S)
+        requests = len(load.latencies) + len(load.errors)
         print(
-            f"\n{load.requests} requests in {seconds:.1f}s = {load.requests / seconds:.0f}/s, "
+            f"\n{requests} requests in {seconds:.1f}s = {requests / seconds:.0f}/s, "
             f"{CLIENTS} clients, 2 workers, {len(load.errors)} errors"
         )
         assert load.errors == [], load.errors[:5]
-        assert load.requests > CLIENTS  # (the rate depends on the machine; see bench/load.py)
+        assert requests > CLIENTS  # (the rate depends on the machine; see bench/load.py)
 
         db = Database.from_url(embedded_url(data_dir))
         try:
@@ -170,7 +73,7 @@ async def test_two_workers_many_clients_zero_errors_invariants_hold(scratch_dir:
         log = serve.log()
         assert key not in log
         access = [line for line in log.splitlines() if '"gql_memory.access"' in line]
-        assert len(access) >= load.requests and all(json.loads(a)["request_id"] for a in access)
+        assert len(access) >= requests and all(json.loads(a)["request_id"] for a in access)
     finally:
         serve.stop()
         stop_embedded_leftovers(data_dir)
