@@ -101,7 +101,7 @@ async def embedded_memory(dim: int = 384) -> AsyncIterator[Memory]:
         db = None
         try:
             settings = Settings(
-                database_url=pg.url, embedding_provider="local", local_embedding_dim=dim
+                database_url=pg.url, embedding_provider="hash", hash_embedding_dim=dim
             )
             db = Database.from_url(pg.url, settings)
             await upgrade(db, dim)

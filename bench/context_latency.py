@@ -164,7 +164,7 @@ async def run() -> list[str]:
         try:
             # no statement timeout: building the HNSW index over 100k rows takes a while
             settings = Settings(
-                database_url=pg.url, embedding_provider="local", statement_timeout_ms=0
+                database_url=pg.url, embedding_provider="hash", statement_timeout_ms=0
             )
             db = Database.from_url(pg.url, settings)
             await upgrade(db, 384)

@@ -17,7 +17,7 @@ import time
 from sqlalchemy import text
 
 from bench.common import embedded_memory, percentile
-from gql_memory.embeddings.local import LocalEmbedder
+from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.memory import Memory
 from gql_memory.memory.insights import SEARCH_SQL, InsightInput
 from gql_memory.memory.vectors import vector_literal
@@ -78,7 +78,7 @@ async def measure(memory: Memory, rng: random.Random) -> dict[str, float]:
         await memory.insights.search(q, top_k=5)
         latencies.append((time.perf_counter() - started) * 1000)
     # recall@5 of the HNSW index against an exact scan, on 50 queries
-    embedder = LocalEmbedder(384)
+    embedder = HashEmbedder(384)
     hits = total = 0
     for q in queries[:50]:
         vector = vector_literal(embedder.embed_one(q))

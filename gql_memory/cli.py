@@ -195,6 +195,7 @@ def reembed(
                     embedder,
                     batch_size=batch_size,
                     embed_all_raw=settings.embed_raw_dialogue,
+                    raw_context=settings.embed_raw_context,
                     progress=progress,
                 )
         finally:

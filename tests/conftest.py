@@ -7,6 +7,7 @@ cloned from it (CREATE DATABASE ... TEMPLATE), so modules are isolated and start
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import socket
@@ -32,6 +33,10 @@ from gql_memory.memory import Memory
 from tests.fake_openai import FakeOpenAI
 
 TEMPLATE_DB = "gqlm_template"
+# The suite embeds with the lexical hash embedder (fast, deterministic); the tests of the
+# in-process default (tests/embeddings/test_local.py) ask for it explicitly. Subprocesses
+# (CLI, MCP) inherit it.
+os.environ.setdefault("GQL_MEMORY_EMBEDDING_PROVIDER", "hash")
 
 
 def private_temp_dir() -> Path:
@@ -64,7 +69,7 @@ def scratch_dir() -> Iterator[Path]:
 @pytest_asyncio.fixture(scope="session")
 async def template_db(embedded_pg: EmbeddedPostgres) -> str:
     db = Database.from_url(embedded_pg.url, Settings())
-    await upgrade(db, Settings().local_embedding_dim)
+    await upgrade(db, Settings().hash_embedding_dim)
     await db.dispose()
     return TEMPLATE_DB
 
@@ -267,6 +272,7 @@ def statements() -> Iterator[list[str]]:
 def openai_settings(settings: Settings, fake: FakeOpenAI, **changes: Any) -> Settings:
     """Settings that use the real openai client against the fake server, fast retries."""
     values: dict[str, Any] = {
+        "embedding_provider": "openai",
         "openai_base_url": fake.base_url,
         "openai_api_key": "sk-test",
         "embedding_dim": fake.dim,

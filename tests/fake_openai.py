@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gql_memory.embeddings.local import LocalEmbedder
+from gql_memory.embeddings.hashed import HashEmbedder
 
 
 @dataclass
@@ -41,7 +41,7 @@ class FakeOpenAI:
     def vector_for(self, text: str) -> list[float]:
         if text in self.vectors:
             return self.vectors[text]
-        return LocalEmbedder(self.dim).embed_one(text)
+        return HashEmbedder(self.dim).embed_one(text)
 
     async def embeddings(self, request: Request) -> JSONResponse:
         body = await request.json()

@@ -18,7 +18,7 @@ from tests.memory.locomo_sample import LOCOMO
 
 
 def gql_memory(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": database_url, "GQL_MEMORY_EMBEDDING_PROVIDER": "local"}
+    env = {**os.environ, "DATABASE_URL": database_url, "GQL_MEMORY_EMBEDDING_PROVIDER": "hash"}
     return subprocess.run(
         [sys.executable, "-m", "gql_memory", *args],
         env=env,
@@ -65,7 +65,7 @@ async def test_import_command_is_idempotent_and_summarises(
 
 def test_import_command_reports_a_bad_file(tmp_path: Path, database_url: str) -> None:
     runner = CliRunner()
-    env = {"DATABASE_URL": database_url, "GQL_MEMORY_EMBEDDING_PROVIDER": "local"}
+    env = {"DATABASE_URL": database_url, "GQL_MEMORY_EMBEDDING_PROVIDER": "hash"}
     path = tmp_path / "turns.jsonl"
     path.write_text('{"sessionId": "s", "speaker": "user"}\n')
     result = runner.invoke(app, ["import", str(path)], env=env)

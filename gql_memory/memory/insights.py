@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import insights
-from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
@@ -109,7 +109,7 @@ class Insights:
         if not items:
             return []
         rows = [self._validated(item) for item in items]
-        vectors = await self.embedder.embed([r["content"] for r in rows])
+        vectors = await self.embedder.embed([r["content"] for r in rows], role=TextRole.DOCUMENT)
         async with self.db.write() as conn:
             await self._check_sources(conn, {s for r in rows for s in r["source_ids"]})
             result = await conn.execute(
@@ -239,7 +239,7 @@ class Insights:
         """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         top_k = require_top_k(top_k)
-        [vector] = await self.embedder.embed([query])
+        [vector] = await self.embedder.embed([query], role=TextRole.QUERY)
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
-from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.decay import sessions_events
 from gql_memory.memory.events import dialogue_events, publish
@@ -117,6 +117,35 @@ def _validated(turn: RawDialogueInput) -> dict[str, Any]:
     }
 
 
+# The newest stored turn of each session at or before a moment (now when NULL): the context
+# of the first turn of that session in a new batch.
+PREVIOUS_TURNS_SQL = """
+SELECT u.session_id, p.speaker, p.content
+FROM unnest(CAST(:sids AS text[]), CAST(:ts AS timestamptz[])) AS u(session_id, ts)
+JOIN LATERAL (
+    SELECT r.speaker, r.content FROM raw_dialogue r
+    WHERE r.namespace = :ns AND r.session_id = u.session_id
+      AND r."timestamp" <= coalesce(u.ts, 'infinity')
+    ORDER BY r."timestamp" DESC, r.id DESC
+    LIMIT 1
+) p ON true
+"""
+# Bounds the previous turn's share of a contextual document, so the turn itself is embedded.
+CONTEXT_PREVIOUS_CHARS = 1_000
+
+
+def turn_text(speaker: str, content: str) -> str:
+    """A turn as the search shows it: 'speaker: content'."""
+    return f"{speaker}: {content}"
+
+
+def turn_document(previous: str | None, current: str) -> str:
+    """The text embedded for a turn: the previous turn of its session (bounded), then it."""
+    if previous is None:
+        return current
+    return f"{previous[:CONTEXT_PREVIOUS_CHARS]}\n{current}"
+
+
 class RawDialogueStore:
     """Store and read raw dialogue turns of one namespace."""
 
@@ -162,7 +191,7 @@ class RawDialogueStore:
             for row in rows:
                 row["content"] = redact(row["content"]).text
                 row["metadata"] = redact_json(row["metadata"])[0]
-        embeddings = await self._embed([r["content"] for r in rows])
+        embeddings = await self._embed(rows)
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)
             await self._count_events(conn, [r["session_id"] for r in rows])
@@ -174,17 +203,45 @@ class RawDialogueStore:
         # one statement for the locks and counters of every session, one for the sweep
         await sessions_events(conn, self.namespace, dict(Counter(session_ids)), self.settings)
 
-    async def _embed(self, contents: list[str]) -> list[str | None]:
+    async def _embed(self, rows: list[dict[str, Any]]) -> list[str | None]:
         """Embeddings for hybrid search, when enabled. The transcript matters more than its
         vectors: if the provider is down, turns are stored without (reembed fills them)."""
         if not self.settings.embed_raw_dialogue or self.embedder is None:
-            return [None] * len(contents)
+            return [None] * len(rows)
+        documents = await self._documents(rows)
         try:
-            vectors = await self.embedder.embed(contents)
+            vectors = await self.embedder.embed(documents, role=TextRole.DOCUMENT)
         except ServiceUnavailableError as exc:
-            log.warning("storing %d turns without embeddings: %s", len(contents), exc)
-            return [None] * len(contents)
+            log.warning("storing %d turns without embeddings: %s", len(rows), exc)
+            return [None] * len(rows)
         return [vector_literal(v) for v in vectors]
+
+    async def _documents(self, rows: list[dict[str, Any]]) -> list[str]:
+        """What is embedded for each turn: the turn after the one before it in its session
+        (contextual document embedding: "Yes, it was amazing!" carries its subject), or the
+        turn alone when GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
+        if not self.settings.embed_raw_context:
+            return [turn_text(r["speaker"], r["content"]) for r in rows]
+        previous: dict[str, str | None] = {}
+        firsts = {}
+        for r in rows:
+            firsts.setdefault(r["session_id"], r["timestamp"])
+        async with self.db.read() as conn:
+            found = await conn.execute(
+                text(PREVIOUS_TURNS_SQL),
+                {
+                    "ns": self.namespace,
+                    "sids": list(firsts),
+                    "ts": list(firsts.values()),
+                },
+            )
+            previous.update((p.session_id, turn_text(p.speaker, p.content)) for p in found)
+        documents = []
+        for r in rows:
+            current = turn_text(r["speaker"], r["content"])
+            documents.append(turn_document(previous.get(r["session_id"]), current))
+            previous[r["session_id"]] = current
+        return documents
 
     async def _insert(
         self, conn: AsyncConnection, rows: list[dict[str, Any]], embeddings: list[str | None]

@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from gql_memory.config import MAX_QUERY_CHARS, Settings
 from gql_memory.db import Database
-from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.decay import ATTENTION_SQL, decay_params
 from gql_memory.memory.validation import require_session_id, require_text
@@ -301,7 +301,7 @@ class HybridSearch:
         weights = require_weights(weights, self.settings)
         vector = None
         if weights.vector > 0:
-            [embedding] = await self.embedder.embed([query])
+            [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
             candidates = await self._legs(conn, query, vector, chosen, weights, top_k)

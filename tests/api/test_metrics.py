@@ -78,11 +78,9 @@ async def test_evictions_embeddings_and_the_pool_are_measured(
     assert value(samples, "gql_memory_evictions_total", reason="LRU_EVICTION") == 2
     assert value(samples, "gql_memory_events_published_total", kind="EVICTED") == 2
     assert value(samples, "gql_memory_events_published_total", kind="INSIGHT_ADDED") == 1
-    assert (
-        value(samples, "gql_memory_embedding_requests_total", provider="local", outcome="ok") >= 1
-    )
-    assert value(samples, "gql_memory_embedding_texts_total", provider="local") >= 1
-    assert value(samples, "gql_memory_embedding_duration_seconds_count", provider="local") >= 1
+    assert value(samples, "gql_memory_embedding_requests_total", provider="hash", outcome="ok") >= 1
+    assert value(samples, "gql_memory_embedding_texts_total", provider="hash") >= 1
+    assert value(samples, "gql_memory_embedding_duration_seconds_count", provider="hash") >= 1
     assert value(samples, "gql_memory_db_pool_size") == settings.db_pool_size
     assert value(samples, "gql_memory_db_pool_max_overflow") == settings.db_max_overflow
     assert value(samples, "gql_memory_db_pool_checked_out") == 0  # nothing in flight

@@ -21,7 +21,7 @@ def server_parameters(*args: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "gql_memory", "mcp", *args],
-        env={"GQL_MEMORY_EMBEDDING_PROVIDER": "local", "GQL_MEMORY_LOG_LEVEL": "WARNING", **env},
+        env={"GQL_MEMORY_EMBEDDING_PROVIDER": "hash", "GQL_MEMORY_LOG_LEVEL": "WARNING", **env},
         cwd=str(ROOT),
     )
 

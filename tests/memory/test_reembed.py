@@ -7,16 +7,23 @@ from sqlalchemy import text
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.embeddings.local import LocalEmbedder
+from gql_memory.embeddings import Asymmetry
+from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory import Memory
-from gql_memory.memory.embedding_config import reembed, stored_config, verify_embedding_config
+from gql_memory.memory.embedding_config import (
+    reembed,
+    stored_config,
+    stored_signature,
+    verify_embedding_config,
+)
+from tests.conftest import truncate_all
 
 
 async def test_dimension_guard_then_reembed(db: Database, settings: Settings) -> None:
-    old = LocalEmbedder(384)
+    old = HashEmbedder(384)
     await verify_embedding_config(db, old)  # first start records the provider
-    assert await stored_config(db) == ("local", old.model, 384)
+    assert await stored_config(db) == ("hash", old.model, 384)
 
     memory = Memory(db, settings, embedder=old)
     turn = await memory.raw.store("s", "user", "hello")
@@ -28,16 +35,16 @@ async def test_dimension_guard_then_reembed(db: Database, settings: Settings) ->
         )
     await memory.episodes.store("brew tea", 1.0, "steep for three minutes")
 
-    new = LocalEmbedder(16)
+    new = HashEmbedder(16)
     with pytest.raises(ConfigurationError, match="gql-memory reembed") as refused:
         await verify_embedding_config(db, new)
-    assert "384-dimensional" in str(refused.value) and "dimension 16" in str(refused.value)
+    assert "384-dimensional" in str(refused.value) and "16-dimensional" in str(refused.value)
 
     seen: list[tuple[str, int, int]] = []
     counts = await reembed(db, new, batch_size=1, progress=lambda *a: seen.append(a))
     assert counts == {"insights": 2, "episodes": 1, "raw_dialogue": 1}
     assert ("insights", 2, 2) in seen
-    assert await stored_config(db) == ("local", new.model, 16)
+    assert await stored_config(db) == ("hash", new.model, 16)
     await verify_embedding_config(db, new)
     with pytest.raises(ConfigurationError):
         await verify_embedding_config(db, old)
@@ -49,3 +56,24 @@ async def test_dimension_guard_then_reembed(db: Database, settings: Settings) ->
     async with db.read() as conn:
         indexes = set((await conn.execute(text("SELECT indexname FROM pg_indexes"))).scalars())
     assert {"ix_insights_embedding_hnsw", "ix_episodes_embedding_hnsw"} <= indexes
+
+
+async def test_changing_how_queries_or_documents_are_marked_needs_a_reembed(
+    db: Database, settings: Settings
+) -> None:
+    """Same provider, model and dimension, other prefixes or input types: not comparable."""
+    await truncate_all(db)
+    async with db.write() as conn:
+        await conn.execute(text("UPDATE embedding_config SET provider = 'unset'"))
+    plain = HashEmbedder(16)
+    await verify_embedding_config(db, plain)
+    marked = HashEmbedder(16)
+    marked.asymmetry = Asymmetry(query_prefix="query: ", document_input_type="passage")
+    with pytest.raises(ConfigurationError) as refused:
+        await verify_embedding_config(db, marked)
+    message = str(refused.value)
+    assert "gql-memory reembed" in message and "query prefix='query: '" in message
+    assert "GQL_MEMORY_EMBEDDING_QUERY_PREFIX" in message
+    await reembed(db, marked)
+    assert (await stored_signature(db)).asymmetry == marked.asymmetry
+    await verify_embedding_config(db, marked)
