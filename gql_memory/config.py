@@ -164,9 +164,32 @@ class Settings(BaseSettings):
     )
 
     # hybrid search (ADR-002): RRF fusion, then bounded graph-aware boosts
+    # Defaults measured on the LoCoMo dev split (docs/benchmarks.md, "Retrieval quality").
+    search_fusion: Literal["dbsf", "rrf"] = Field(
+        default="dbsf",
+        description="dbsf: distribution-based score fusion (each leg's scores standardized, "
+        "weighted sum); rrf: reciprocal rank fusion (weight / (k + rank)).",
+    )
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal Rank Fusion constant k.")
-    search_vector_weight: float = Field(default=0.7, ge=0.0, description="RRF weight, vector leg.")
-    search_text_weight: float = Field(default=0.3, ge=0.0, description="RRF weight, text leg.")
+    search_vector_weight: float = Field(
+        default=0.5, ge=0.0, description="Fusion weight of the vector leg."
+    )
+    search_text_weight: float = Field(
+        default=0.5, ge=0.0, description="Fusion weight of the full-text leg."
+    )
+    graph_propagation: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description="Share of its fused score each of the top-k hits lends to its one-hop "
+        "graph neighbours (graphBoost); 0 switches graph propagation off.",
+    )
+    graph_propagation_fanout: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="Edges followed per node and direction when lending (bounds hub nodes).",
+    )
     session_boost_factor: float = Field(
         default=0.15, ge=0.0, description="sessionBoost = this x attention of the referring item."
     )
@@ -335,6 +358,12 @@ class Settings(BaseSettings):
     )
     embed_raw_dialogue: bool = Field(
         default=True, description="Embed raw dialogue turns on store (the RAW vector leg)."
+    )
+    auto_graph: bool = Field(
+        default=True,
+        description="Graph every stored turn and insight: a node each, NEXT edges between "
+        "consecutive turns of a session, entity nodes (speakers, capitalised names) linked to "
+        "what mentions them.",
     )
     embed_raw_context: bool = Field(
         default=True,

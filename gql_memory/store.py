@@ -27,7 +27,7 @@ from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.rules import rules_for
-from gql_memory.memory.search import MemoryLayer, SearchHit, SearchWeights
+from gql_memory.memory.search import Fusion, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.working import WorkingMemory
@@ -143,9 +143,10 @@ class MemoryStore:
         session_id: str | None = "default",
         layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
         weights: SearchWeights | None = None,
+        fusion: Fusion | str | None = None,
     ) -> list[SearchHit]:
         """Graph-aware hybrid search (see gql_memory.memory.search)."""
-        return await self.memory.search(query, top_k, session_id, layers, weights)
+        return await self.memory.search(query, top_k, session_id, layers, weights, fusion)
 
     async def context(
         self,

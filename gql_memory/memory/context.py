@@ -73,12 +73,15 @@ seed AS (
         OR (hit.layer = 'EPISODE' AND n.episode_id = hit.id)
         OR (hit.layer = 'RAW' AND n.raw_id = hit.id))
 ),
+-- facts a client or agent recorded; the automatic structure (NEXT, MENTIONS...) is no fact
 touch AS (
     SELECT e.id AS edge_id, seed.* FROM seed
     JOIN edges e ON e.namespace = :ns AND e.source_id = seed.node_id
+    WHERE NOT coalesce(e.properties @> '{"auto": true}', false)
     UNION ALL
     SELECT e.id, seed.* FROM seed
     JOIN edges e ON e.namespace = :ns AND e.target_id = seed.node_id
+    WHERE NOT coalesce(e.properties @> '{"auto": true}', false)
 ),
 best AS (SELECT DISTINCT ON (edge_id) * FROM touch ORDER BY edge_id, ord, node_id)
 SELECT e.id, e.relation, e.weight, s.label AS source_label, s.name AS source_name,

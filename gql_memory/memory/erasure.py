@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.db import Database
+from gql_memory.memory.autograph import forget_auto_nodes
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.sessions import lock_session
 from gql_memory.memory.validation import require_id, require_session_id
@@ -18,8 +21,9 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
     """Delete the session's working memory, stale memory and raw dialogue; returns rows deleted.
 
     This is the one deliberate exception to "nothing is lost": the caller asked for erasure.
-    Insights keep their content but lose their references to the erased turns; graph nodes
-    that stood for an erased turn stay, detached (their raw link is cleared by the foreign key).
+    Insights keep their content but lose their references to the erased turns. The automatic
+    graph nodes of the erased turns go with them, and so do automatic entities that only they
+    named; nodes a client made for a turn stay, detached (the foreign key clears their link).
     """
     session_id = require_session_id(session_id)
     params = {"ns": namespace, "sid": session_id}
@@ -40,6 +44,17 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
             ),
             params,
         )
+        raw_ids = (
+            (
+                await conn.execute(
+                    text("SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid"),
+                    params,
+                )
+            )
+            .scalars()
+            .all()
+        )
+        await forget_auto_nodes(conn, namespace, raw_ids=raw_ids)
         for table in SESSION_TABLES:
             result = await conn.execute(
                 text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"), params
@@ -53,11 +68,19 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
 
 
 async def delete_row(
-    db: Database, table: str, namespace: str, row_id: Any, event: EventKind
+    db: Database,
+    table: str,
+    namespace: str,
+    row_id: Any,
+    event: EventKind,
+    before: Callable[[AsyncConnection, int], Awaitable[None]] | None = None,
 ) -> bool:
-    """Erase one row of a namespace by id and report it; False when there was none."""
+    """Erase one row of a namespace by id and report it; False when there was none.
+    ``before`` runs first in the same transaction (e.g. to erase what stands for the row)."""
     row_id = require_id(row_id)
     async with db.write() as conn:
+        if before is not None:
+            await before(conn, row_id)
         result = await conn.execute(
             text(f"DELETE FROM {table} WHERE namespace = :ns AND id = :id"),
             {"ns": namespace, "id": row_id},

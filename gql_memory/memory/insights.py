@@ -18,6 +18,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
+from gql_memory.memory.autograph import forget_auto_nodes, link_insights
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
@@ -141,6 +142,10 @@ class Insights:
                 },
             )
             added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+            if self.settings.auto_graph:
+                await link_insights(
+                    conn, self.namespace, [(i.id, i.content, i.source_ids) for i in added]
+                )
             await publish(
                 conn,
                 MemoryEvent(
@@ -254,5 +259,12 @@ class Insights:
     async def delete(self, insight_id: Any) -> bool:
         """Erase one insight; False when there was none."""
         return await delete_row(
-            self.db, "insights", self.namespace, insight_id, EventKind.INSIGHT_DELETED
+            self.db,
+            "insights",
+            self.namespace,
+            insight_id,
+            EventKind.INSIGHT_DELETED,
+            before=lambda conn, row_id: forget_auto_nodes(
+                conn, self.namespace, insight_ids=[row_id]
+            ),
         )

@@ -20,6 +20,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ServiceUnavailableError, ValidationError
+from gql_memory.memory.autograph import link_turns
 from gql_memory.memory.decay import sessions_events
 from gql_memory.memory.events import dialogue_events, publish
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
@@ -194,6 +195,10 @@ class RawDialogueStore:
         embeddings = await self._embed(rows)
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)
+            if self.settings.auto_graph:
+                await link_turns(
+                    conn, self.namespace, [(t.id, t.speaker, t.content) for t in stored]
+                )
             await self._count_events(conn, [r["session_id"] for r in rows])
             await publish(conn, *dialogue_events(self.namespace, stored))
             return stored

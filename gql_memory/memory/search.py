@@ -1,8 +1,11 @@
-"""Graph-aware hybrid search (seed 002 ADR-002): vector + full-text legs fused by Reciprocal
-Rank Fusion, then bounded boosts from the session's working memory and its graph neighbours.
+"""Graph-aware hybrid search (seed 002 ADR-002): vector + full-text legs, fused (by default
+distribution-based score fusion, or Reciprocal Rank Fusion on request), then the graph: each
+of the best hits lends part of its score to its one-hop neighbours (graphBoost), and bounded
+boosts come from the session's working memory and its graph neighbours.
 
 Three SQL round trips whatever topK is: (1) every leg of every layer in one statement,
-(2) the boosts of all candidates, (3) the content of the final hits.
+(2) the graph: neighbours of the best hits and the boosts of every candidate, (3) the content
+of the final hits.
 """
 
 from __future__ import annotations
@@ -34,12 +37,19 @@ class MemoryLayer(enum.Enum):
     RAW = "RAW"
 
 
+class Fusion(enum.Enum):
+    """How the legs' candidates are fused into one ranking."""
+
+    DBSF = "DBSF"  # distribution-based score fusion: each leg's scores standardized
+    RRF = "RRF"  # reciprocal rank fusion: ranks only
+
+
 @dataclass(frozen=True)
 class SearchWeights:
-    """RRF weight of each leg; a zero weight switches the leg off."""
+    """Weight of each leg in the fusion; a zero weight switches the leg off."""
 
-    vector: float = 0.7
-    text: float = 0.3
+    vector: float = 0.5
+    text: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,11 @@ class SearchHit:
     text_rank: int | None = None
     vector_score: float | None = None
     text_score: float | None = None
+    fusion: Fusion = Fusion.DBSF
+    fused_score: float = 0.0
     rrf_score: float = 0.0
+    graph_boost: float = 0.0
+    graph_source: tuple[MemoryLayer, int] | None = None
     session_boost: float = 0.0
     causal_boost: float = 0.0
     boost: float = 0.0
@@ -168,13 +182,33 @@ def _text_leg(layer: MemoryLayer) -> str:
      LIMIT :n)"""
 
 
-def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
-    # one equality join per layer, so each can use its index on nodes.<layer>_id
+def _graph_sql(layers: Iterable[MemoryLayer]) -> str:
+    """Neighbours of the best hits and the boosts of every candidate, in one statement.
+
+    ``lenders`` are the best fused hits; each lends to the memories whose nodes are one edge
+    from one of its nodes (a raw turn's previous and next turns, an insight's source turns,
+    any edge a client drew between memories). ``cand`` (the fused candidates plus those
+    neighbours) get their session attention and their hop distance from the session's seeds.
+    """
+    chosen = list(layers)
+
+    lender_nodes = "\n        UNION ALL ".join(
+        f"SELECT l.layer, l.id, l.score, n.id AS node_id FROM lenders l JOIN nodes n "
+        f"ON n.{LAYERS[layer].node_column} = l.id "
+        f"WHERE l.layer = '{layer.value}' AND n.namespace = :ns"
+        for layer in chosen
+    )
+    neighbour_memories = "\n        UNION ALL ".join(
+        f"SELECT '{layer.value}' AS layer, n.{LAYERS[layer].node_column} AS id, "
+        f"h.lender_layer, h.lender_id, h.score FROM hop h JOIN nodes n ON n.id = h.node_id "
+        f"WHERE n.namespace = :ns AND n.{LAYERS[layer].node_column} IS NOT NULL"
+        for layer in chosen
+    )
     hit_nodes = "\n        UNION ALL ".join(
         f"SELECT c.layer, c.id, n.id AS node_id FROM cand c JOIN nodes n "
         f"ON n.{LAYERS[layer].node_column} = c.id "
         f"WHERE c.layer = '{layer.value}' AND n.namespace = :ns"
-        for layer in layers
+        for layer in chosen
     )
     seed_links = "\n        UNION ".join(
         f"SELECT n.id FROM nodes n JOIN wm ON wm.ref_kind = '{layer.value}' "
@@ -182,7 +216,34 @@ def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
         for layer, spec in LAYERS.items()
     )
     return f"""
-    WITH wm AS (
+    WITH lenders AS (
+        SELECT * FROM unnest(CAST(:lender_layers AS text[]), CAST(:lender_ids AS bigint[]),
+                             CAST(:lender_scores AS float8[])) AS l(layer, id, score)
+    ),
+    lender_nodes AS (
+        {lender_nodes}
+    ),
+    -- one hop in either direction, at most :fanout edges per lending node (hubs stay cheap)
+    hop AS (
+        SELECT ln.layer AS lender_layer, ln.id AS lender_id, ln.score, x.node_id
+        FROM lender_nodes ln
+        CROSS JOIN LATERAL (
+            (SELECT e.target_id AS node_id FROM edges e
+             WHERE e.namespace = :ns AND e.source_id = ln.node_id LIMIT :fanout)
+            UNION ALL
+            (SELECT e.source_id FROM edges e
+             WHERE e.namespace = :ns AND e.target_id = ln.node_id LIMIT :fanout)
+        ) x
+    ),
+    neighbours AS (
+        {neighbour_memories}
+    ),
+    cand AS (
+        SELECT * FROM unnest(CAST(:layers AS text[]), CAST(:ids AS bigint[])) AS c(layer, id)
+        UNION
+        SELECT layer, id FROM neighbours
+    ),
+    wm AS (
         SELECT w.ref_kind, w.ref_id, {ATTENTION_SQL} AS attention
         FROM working_memory w
         LEFT JOIN session_state s ON s.namespace = w.namespace AND s.session_id = w.session_id
@@ -213,13 +274,11 @@ def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
             UNION ALL SELECT id, 2 FROM hop2 WHERE id <> origin
         ) x GROUP BY id
     ),
-    cand AS (
-        SELECT * FROM unnest(CAST(:layers AS text[]), CAST(:ids AS bigint[])) AS c(layer, id)
-    ),
     hit_nodes AS (
         {hit_nodes}
     )
-    SELECT c.layer, c.id,
+    SELECT 'boost' AS kind, c.layer, c.id, NULL AS lender_layer, CAST(NULL AS bigint) AS lender_id,
+           CAST(NULL AS float8) AS score,
            greatest(
                (SELECT max(wm.attention) FROM wm
                 WHERE wm.ref_kind = c.layer AND wm.ref_id = c.id),
@@ -230,12 +289,39 @@ def _boost_sql(layers: Iterable[MemoryLayer]) -> str:
            (SELECT min(d.d) FROM hit_nodes h JOIN distance d ON d.id = h.node_id
             WHERE h.layer = c.layer AND h.id = c.id) AS hops
     FROM cand c
+    UNION ALL
+    SELECT 'lend', layer, id, lender_layer, lender_id, score, NULL, NULL FROM neighbours
     """
 
 
 def rrf(ranks: dict[str, int], weights: SearchWeights, k: int) -> float:
     """Reciprocal Rank Fusion: sum over legs of weight / (k + rank)."""
     return sum(getattr(weights, leg) / (k + rank) for leg, rank in ranks.items())
+
+
+def standardized(scores: Sequence[float]) -> list[float]:
+    """A leg's scores as distances above its worst candidate in standard deviations:
+    (score - min) / stdev. A leg whose candidates all score alike gives each of them 1."""
+    if not scores:
+        return []
+    low = min(scores)
+    mean = sum(scores) / len(scores)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in scores) / len(scores))
+    if spread <= 1e-12:
+        return [1.0] * len(scores)
+    return [(x - low) / spread for x in scores]
+
+
+def dbsf(legs: dict[str, dict[int, float]], weights: SearchWeights) -> dict[int, float]:
+    """Distribution-based score fusion: each leg's scores are standardized over its own
+    candidates (so cosine similarities and text ranks become comparable), then summed with
+    the legs' weights. A candidate missing from a leg counts as that leg's worst (0)."""
+    fused: dict[int, float] = {}
+    for leg, scores in legs.items():
+        weight = getattr(weights, leg)
+        for key, value in zip(scores, standardized(list(scores.values())), strict=True):
+            fused[key] = fused.get(key, 0.0) + weight * value
+    return fused
 
 
 def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> float:
@@ -253,6 +339,15 @@ def require_weights(weights: SearchWeights | None, settings: Settings) -> Search
     if weights.vector == 0 and weights.text == 0:
         raise ValidationError("weights must not both be 0")
     return weights
+
+
+def require_fusion(fusion: Fusion | str | None, settings: Settings) -> Fusion:
+    if fusion is None:
+        return Fusion(settings.search_fusion.upper())
+    try:
+        return fusion if isinstance(fusion, Fusion) else Fusion(str(fusion).upper())
+    except ValueError as exc:
+        raise ValidationError("fusion must be DBSF or RRF") from exc
 
 
 def require_layers(layers: Sequence[MemoryLayer | str]) -> list[MemoryLayer]:
@@ -291,6 +386,7 @@ class HybridSearch:
         session_id: str | None = "default",
         layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
         weights: SearchWeights | None = None,
+        fusion: Fusion | str | None = None,
     ) -> list[SearchHit]:
         """The top_k hits across ``layers``, best first, each with its explanation."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
@@ -299,15 +395,16 @@ class HybridSearch:
             session_id = require_session_id(session_id)
         chosen = require_layers(layers)
         weights = require_weights(weights, self.settings)
+        fusion = require_fusion(fusion, self.settings)
         vector = None
         if weights.vector > 0:
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
             candidates = await self._legs(conn, query, vector, chosen, weights, top_k)
-            hits = self._fuse(candidates, weights)
-            if session_id is not None and hits:
-                hits = await self._boost(conn, hits, session_id, chosen)
+            hits = self._fuse(candidates, weights, fusion)
+            if hits:
+                hits = await self._graph(conn, hits, session_id, chosen, top_k)
             hits.sort(key=lambda h: (-h.final_score, h.layer.value, h.id))
             return await self._with_content(conn, hits[:top_k])
 
@@ -354,10 +451,21 @@ class HybridSearch:
             candidate.scores[row.leg] = float(row.score)
         return list(candidates.values())
 
-    def _fuse(self, candidates: list[_Candidate], weights: SearchWeights) -> list[SearchHit]:
+    def _fuse(
+        self, candidates: list[_Candidate], weights: SearchWeights, fusion: Fusion
+    ) -> list[SearchHit]:
+        """One fused score per candidate. RRF ranks each layer's legs apart (as the legs
+        return them); DBSF standardizes each leg's scores over all its candidates, every
+        layer together (cosines of one model, and text scores, are comparable across layers)."""
+        legs: dict[str, dict[int, float]] = {}
+        for index, c in enumerate(candidates):
+            for leg, score in c.scores.items():
+                legs.setdefault(leg, {})[index] = score
+        scored = dbsf(legs, weights) if fusion is Fusion.DBSF else {}
         hits = []
-        for c in candidates:
-            score = rrf(c.ranks, weights, self.settings.rrf_k)
+        for index, c in enumerate(candidates):
+            rank_score = rrf(c.ranks, weights, self.settings.rrf_k)
+            fused = rank_score if fusion is Fusion.RRF else scored.get(index, 0.0)
             hits.append(
                 SearchHit(
                     layer=c.layer,
@@ -366,32 +474,63 @@ class HybridSearch:
                     text_rank=c.ranks.get("text"),
                     vector_score=c.scores.get("vector"),
                     text_score=c.scores.get("text"),
-                    rrf_score=score,
-                    final_score=score,
+                    fusion=fusion,
+                    fused_score=fused,
+                    rrf_score=rank_score,
+                    final_score=fused,
                 )
             )
         return hits
 
-    async def _boost(
-        self, conn: Any, hits: list[SearchHit], session_id: str, layers: list[MemoryLayer]
+    async def _graph(
+        self,
+        conn: Any,
+        hits: list[SearchHit],
+        session_id: str | None,
+        layers: list[MemoryLayer],
+        top_k: int,
     ) -> list[SearchHit]:
+        """Graph propagation and boosts; neighbours that were no candidate join the hits."""
+        settings = self.settings
+        share = settings.graph_propagation
+        lenders = sorted(hits, key=lambda h: (-h.fused_score, h.layer.value, h.id))[:top_k]
+        if share <= 0:
+            lenders = []
         rows = (
             await conn.execute(
-                text(_boost_sql(layers)),
+                text(_graph_sql(layers)),
                 {
                     "ns": self.namespace,
                     "sid": session_id,
                     "layers": [h.layer.value for h in hits],
                     "ids": [h.id for h in hits],
-                    **decay_params(self.settings),
+                    "lender_layers": [h.layer.value for h in lenders],
+                    "lender_ids": [h.id for h in lenders],
+                    "lender_scores": [h.fused_score for h in lenders],
+                    "fanout": settings.graph_propagation_fanout,
+                    **decay_params(settings),
                 },
             )
         ).all()
-        found = {(r.layer, r.id): (r.attention, r.hops) for r in rows}
-        settings = self.settings
+        by_key = {(h.layer, h.id): h for h in hits}
+        lent: dict[tuple[MemoryLayer, int], tuple[float, tuple[MemoryLayer, int]]] = {}
+        boosts: dict[tuple[MemoryLayer, int], tuple[float | None, int | None]] = {}
+        for row in rows:
+            key = (MemoryLayer(row.layer), row.id)
+            if row.kind == "boost":
+                boosts[key] = (row.attention, row.hops)
+                continue
+            lender = (MemoryLayer(row.lender_layer), row.lender_id)
+            if lender == key:
+                continue  # a memory does not lend to itself through a second node
+            amount = share * row.score
+            if amount > lent.get(key, (0.0, lender))[0]:
+                lent[key] = (amount, lender)
         boosted = []
-        for hit in hits:
-            attention, hops = found.get((hit.layer.value, hit.id), (None, None))
+        for key in by_key.keys() | boosts.keys():
+            hit = by_key.get(key) or SearchHit(layer=key[0], id=key[1], fusion=hits[0].fusion)
+            graph_boost, source = lent.get(key, (0.0, None))
+            attention, hops = boosts.get(key, (None, None))
             session_boost = settings.session_boost_factor * attention if attention else 0.0
             causal_boost = {
                 1: settings.causal_boost_one_hop,
@@ -401,10 +540,12 @@ class HybridSearch:
             boosted.append(
                 replace(
                     hit,
+                    graph_boost=graph_boost,
+                    graph_source=source,
                     session_boost=session_boost,
                     causal_boost=causal_boost,
                     boost=boost,
-                    final_score=hit.rrf_score * (1 + boost),
+                    final_score=(hit.fused_score + graph_boost) * (1 + boost),
                 )
             )
         return boosted

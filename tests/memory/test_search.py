@@ -1,5 +1,6 @@
-"""Hybrid search: RRF against a hand-computed example, OR semantics, text-search config,
-bounded boosts (property-based), explanations, and a fixed number of SQL round trips."""
+"""Hybrid search: DBSF and RRF against hand-computed examples, OR semantics, text-search
+config, graph propagation, bounded boosts (property-based), explanations, and a fixed number
+of SQL round trips."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
-from gql_memory.memory.search import MemoryLayer, SearchWeights, bounded_boost, rrf
+from gql_memory.memory.search import (
+    Fusion,
+    MemoryLayer,
+    SearchWeights,
+    bounded_boost,
+    dbsf,
+    rrf,
+    standardized,
+)
 from tests.conftest import openai_settings, truncate_all
 from tests.fake_openai import FakeOpenAI
 
@@ -39,8 +48,11 @@ async def test_rrf_matches_a_hand_computed_example(
     a = await add_at_angle(controlled, fake_openai, "alpha only", 0.1)  # vector 1, text 2
     b = await add_at_angle(controlled, fake_openai, "alpha and beta", 0.2)  # vector 2, text 1
     c = await add_at_angle(controlled, fake_openai, "gamma", 0.3)  # vector 3, no text
-    hits = await controlled.search("alpha beta", top_k=3)
+    hits = await controlled.search(
+        "alpha beta", top_k=3, weights=SearchWeights(0.7, 0.3), fusion="RRF"
+    )
     assert [h.id for h in hits] == [a, b, c]
+    assert all(h.fusion is Fusion.RRF and h.fused_score == h.rrf_score for h in hits)
     expected = {
         a: 0.7 / 61 + 0.3 / 62,
         b: 0.7 / 62 + 0.3 / 61,
@@ -55,6 +67,61 @@ async def test_rrf_matches_a_hand_computed_example(
     assert (by_id[c].vector_rank, by_id[c].text_rank) == (3, None)
     assert by_id[a].vector_score == pytest.approx(math.cos(0.1))
     assert by_id[b].text_score > by_id[a].text_score  # two lexemes covered beat one
+
+
+async def test_dbsf_matches_a_hand_computed_example(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    """The default fusion: each leg's scores standardized over its candidates, summed."""
+    fake_openai.set_vector("alpha beta", [1.0, 0.0])
+    a = await add_at_angle(controlled, fake_openai, "alpha only", 0.1)
+    b = await add_at_angle(controlled, fake_openai, "alpha and beta", 0.6)
+    c = await add_at_angle(controlled, fake_openai, "gamma", 1.2)
+    hits = {h.id: h for h in await controlled.search("alpha beta", top_k=3)}
+    vector = {i: hits[i].vector_score for i in (a, b, c)}
+    text = {i: hits[i].text_score for i in (a, b)}
+    assert vector[a] == pytest.approx(math.cos(0.1)) and hits[c].text_score is None
+    z_vector = dict(zip(vector, standardized(list(vector.values())), strict=True))
+    z_text = dict(zip(text, standardized(list(text.values())), strict=True))
+    for i in (a, b, c):
+        expected = 0.5 * z_vector[i] + 0.5 * z_text.get(i, 0.0)
+        assert hits[i].fusion is Fusion.DBSF
+        assert hits[i].fused_score == pytest.approx(expected)
+        assert hits[i].final_score == pytest.approx(expected)  # no graph, no session refs
+    # b covers both query words: its text lead outweighs a's small vector lead
+    assert hits[b].final_score > hits[a].final_score > hits[c].final_score
+
+
+def test_dbsf_formula() -> None:
+    assert standardized([]) == []
+    assert standardized([0.3, 0.3]) == [1.0, 1.0]  # no spread: every candidate alike
+    assert standardized([1.0, 3.0]) == [0.0, 2.0]  # (x - min) / population stdev (1.0)
+    fused = dbsf({"vector": {1: 1.0, 2: 3.0}, "text": {2: 5.0}}, SearchWeights(0.5, 0.5))
+    assert fused == {1: 0.0, 2: pytest.approx(0.5 * 2.0 + 0.5 * 1.0)}
+
+
+async def test_graph_propagation_lends_to_the_next_turn(memory: Memory) -> None:
+    """A turn that answers the one before it ("Yes, it was amazing!") is reached through
+    the NEXT edge of the turn that names the subject."""
+    await memory.raw.store("chat", "Mel", "How was the pottery workshop on Saturday?")
+    answer = await memory.raw.store("chat", "Caroline", "Honestly, it changed my life.")
+    for i in range(12):
+        await memory.raw.store("other", "Mel", f"note {i} on groceries and errands")
+    text_only = SearchWeights(vector=0, text=1)
+    hits = await memory.search("pottery workshop", layers=["RAW"], weights=text_only)
+    by_id = {h.id: h for h in hits}
+    question = hits[0]
+    assert question.graph_boost == 0.0 or question.graph_source is not None
+    lent = by_id[answer.id]
+    assert lent.text_rank is None and lent.vector_rank is None  # found by the graph alone
+    assert lent.graph_source == (MemoryLayer.RAW, question.id)
+    assert lent.graph_boost == pytest.approx(0.25 * question.fused_score)
+    assert lent.final_score == pytest.approx(lent.graph_boost)
+    assert lent.content == "Caroline: Honestly, it changed my life."
+    off = Memory(memory.db, memory.settings.with_overrides(graph_propagation=0.0), "default")
+    assert answer.id not in {
+        h.id for h in await off.search("pottery workshop", layers=["RAW"], weights=text_only)
+    }
 
 
 async def test_weights_are_configurable_per_call(
@@ -142,7 +209,9 @@ async def test_session_and_causal_boosts_with_the_cap(
     assert (e.session_boost, e.causal_boost, e.boost) == (0.0, 0.0, 0.0)
     assert a.boost == pytest.approx(0.20) and d.boost == pytest.approx(0.20)  # 0.25 capped
     for hit in hits.values():
-        assert hit.final_score == pytest.approx(hit.rrf_score * (1 + hit.boost))
+        assert hit.final_score == pytest.approx(
+            (hit.fused_score + hit.graph_boost) * (1 + hit.boost)
+        )
     assert [h.id for h in await controlled.search("q", session_id="s", top_k=2)] == sorted(
         [ids["a"], ids["d"]]
     )
@@ -186,7 +255,9 @@ async def test_boosts_in_real_searches_respect_the_cap(
     for hit in await memory.search("tea", session_id="p", top_k=10):
         assert hit.boost <= 0.20 + 1e-12
         assert hit.boost == pytest.approx(min(hit.session_boost + hit.causal_boost, 0.20))
-        assert hit.final_score == pytest.approx(hit.rrf_score * (1 + hit.boost))
+        assert hit.final_score == pytest.approx(
+            (hit.fused_score + hit.graph_boost) * (1 + hit.boost)
+        )
 
 
 def test_rrf_formula() -> None:

@@ -1,0 +1,274 @@
+"""The graph the memories build by themselves: each raw turn and insight gets a node, the
+turns of a session are chained by NEXT edges, insights point to their source turns
+(DERIVED_FROM), and the entities they name (speakers and capitalised names; no model, no
+download) become nodes linked to what mentions them (SPOKEN_BY, MENTIONS).
+
+Written in the transaction that stores the memories, in one statement per batch. Automatic
+nodes and edges carry ``{"auto": true}`` in their properties; they are ordinary graph rows
+(neighbors, path, causal boosts and the search's graph propagation all see them), and they
+go when the memory they stand for is erased.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+TURN_LABEL = "Turn"
+INSIGHT_LABEL = "Insight"
+ENTITY_LABEL = "Entity"
+NEXT = "NEXT"
+MENTIONS = "MENTIONS"
+SPOKEN_BY = "SPOKEN_BY"
+# Bounds the work per memory: the beginning of a long text is enough to find its names.
+ENTITY_SCAN_CHARS = 5_000
+MAX_ENTITIES_PER_TEXT = 20
+MAX_ENTITY_CHARS = 80
+# A run of capitalised words ("Caroline", "New York", "LGBTQ"); linear-time as written.
+NAME = re.compile(r"\b[A-Z][\w'’-]*(?:[ \t]+[A-Z][\w'’-]*)*")
+SENTENCE_END = re.compile(r"[.!?…:;\"“”()\[\]]\s*$")
+# Capitalised words that are not names: pronouns, greetings, fillers, question words.
+NOT_NAMES = frozenset(
+    """
+    I I'm I've I'd I'll Im Ive Id Ill Me My Mine Myself We Our Us You Your Yours He His Him She
+    Her Hers They Their Them It Its This That These Those There Here The A An And But Or So
+    If When While Where What Which Who Whom Whose Why How Yes No Not Oh Ah Wow Hey Hi Hello
+    Thanks Thank Please Sorry Okay Ok OK Yeah Yep Nope Well Also Just Really Sure Great Cool
+    Nice Awesome Good Bye Goodbye Same Maybe Absolutely Definitely Totally Haha Lol Congrats
+    Congratulations Glad Love Let Let's Do Does Did Is Are Was Were Be Been Have Has Had Can
+    Could Would Should Will Shall May Might Must As At By For From In Into Of On To With
+    About After Before Since Until Then Now Today Tomorrow Yesterday Anyway Btw
+    """.split()
+)
+ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "agent", "human", "ai", "bot"})
+
+
+def entity_names(content: str, speaker: str | None = None) -> list[str]:
+    """Names a text mentions: runs of capitalised words that do not open a sentence (where
+    every word is capitalised), minus common words; at most MAX_ENTITIES_PER_TEXT, in order.
+    """
+    content = content[:ENTITY_SCAN_CHARS]
+    found: dict[str, None] = {}
+    for match in NAME.finditer(content):
+        words = match.group(0).split()
+        before = content[: match.start()]
+        if not before.strip() or SENTENCE_END.search(before):
+            words = words[1:]  # the sentence's first word is capitalised anyway
+        while words and words[0] in NOT_NAMES:
+            words = words[1:]
+        while words and words[-1] in NOT_NAMES:
+            words = words[:-1]
+        name = " ".join(words).strip("'’-")
+        if len(name) < 2 or len(name) > MAX_ENTITY_CHARS or name in NOT_NAMES:
+            continue
+        if speaker is not None and name == speaker:
+            continue  # the speaker is linked as such
+        found.setdefault(name, None)
+        if len(found) >= MAX_ENTITIES_PER_TEXT:
+            break
+    return list(found)
+
+
+def speaker_entity(speaker: str) -> str | None:
+    """A speaker as an entity, unless it is a role ("user", "assistant"...)."""
+    name = speaker.strip()
+    if not name or name.lower() in ROLE_SPEAKERS:
+        return None
+    return name[:MAX_ENTITY_CHARS]
+
+
+# One statement: nodes for the new turns, NEXT from each turn's predecessor in its session
+# (a turn stored earlier, or one of this batch), entity nodes (upserted, so concurrent
+# batches naming the same entity share it) and the SPOKEN_BY / MENTIONS edges.
+LINK_TURNS_SQL = """
+WITH new_turns AS (
+    SELECT r.id, r.session_id, r."timestamp" FROM raw_dialogue r
+    WHERE r.namespace = :ns AND r.id = ANY(CAST(:ids AS bigint[]))
+),
+turn_nodes AS (
+    INSERT INTO nodes (namespace, label, name, properties, raw_id)
+    SELECT :ns, 'Turn', CAST(t.id AS text),
+           jsonb_build_object('auto', true, 'sessionId', t.session_id), t.id
+    FROM new_turns t ORDER BY t.id
+    ON CONFLICT (namespace, label, name) DO UPDATE SET raw_id = EXCLUDED.raw_id
+    RETURNING id, raw_id
+),
+predecessors AS (
+    SELECT t.id AS raw_id, p.id AS previous_raw_id
+    FROM new_turns t
+    JOIN LATERAL (
+        SELECT r.id FROM raw_dialogue r
+        WHERE r.namespace = :ns AND r.session_id = t.session_id
+          AND (r."timestamp", r.id) < (t."timestamp", t.id)
+        ORDER BY r."timestamp" DESC, r.id DESC LIMIT 1
+    ) p ON true
+),
+all_turn_nodes AS (
+    SELECT id, raw_id FROM turn_nodes
+    UNION ALL
+    SELECT n.id, n.raw_id FROM nodes n
+    WHERE n.namespace = :ns AND n.label = 'Turn'
+      AND n.raw_id IN (SELECT previous_raw_id FROM predecessors)
+),
+entity_nodes AS (
+    INSERT INTO nodes (namespace, label, name, properties)
+    SELECT DISTINCT :ns, 'Entity', e.name, CAST('{"auto": true}' AS jsonb)
+    FROM unnest(CAST(:entity_names AS text[])) AS e(name) ORDER BY e.name
+    ON CONFLICT (namespace, label, name) DO UPDATE SET name = EXCLUDED.name
+    RETURNING id, name
+),
+links AS (
+    SELECT prev.id AS source_id, cur.id AS target_id, 'NEXT' AS relation
+    FROM predecessors p
+    JOIN all_turn_nodes cur ON cur.raw_id = p.raw_id
+    JOIN all_turn_nodes prev ON prev.raw_id = p.previous_raw_id
+    UNION ALL
+    SELECT tn.id, en.id, m.relation
+    FROM unnest(CAST(:link_ids AS bigint[]), CAST(:link_names AS text[]),
+                CAST(:link_relations AS text[])) AS m(raw_id, name, relation)
+    JOIN turn_nodes tn ON tn.raw_id = m.raw_id
+    JOIN entity_nodes en ON en.name = m.name
+)
+INSERT INTO edges (namespace, source_id, target_id, relation, properties)
+SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{"auto": true}' AS jsonb)
+FROM links WHERE source_id <> target_id
+ON CONFLICT DO NOTHING
+"""
+
+LINK_INSIGHTS_SQL = """
+WITH insight_nodes AS (
+    INSERT INTO nodes (namespace, label, name, properties, insight_id)
+    SELECT :ns, 'Insight', CAST(u.id AS text), CAST('{"auto": true}' AS jsonb), u.id
+    FROM unnest(CAST(:ids AS bigint[])) AS u(id) ORDER BY u.id
+    ON CONFLICT (namespace, label, name) DO UPDATE SET insight_id = EXCLUDED.insight_id
+    RETURNING id, insight_id
+),
+entity_nodes AS (
+    INSERT INTO nodes (namespace, label, name, properties)
+    SELECT DISTINCT :ns, 'Entity', e.name, CAST('{"auto": true}' AS jsonb)
+    FROM unnest(CAST(:entity_names AS text[])) AS e(name) ORDER BY e.name
+    ON CONFLICT (namespace, label, name) DO UPDATE SET name = EXCLUDED.name
+    RETURNING id, name
+)
+,
+links AS (
+    SELECT inn.id AS source_id, en.id AS target_id, 'MENTIONS' AS relation
+    FROM unnest(CAST(:link_ids AS bigint[]), CAST(:link_names AS text[])) AS m(insight_id, name)
+    JOIN insight_nodes inn ON inn.insight_id = m.insight_id
+    JOIN entity_nodes en ON en.name = m.name
+    UNION ALL
+    SELECT inn.id, tn.id, 'DERIVED_FROM'
+    FROM unnest(CAST(:source_insight_ids AS bigint[]), CAST(:source_raw_ids AS bigint[]))
+         AS s(insight_id, raw_id)
+    JOIN insight_nodes inn ON inn.insight_id = s.insight_id
+    JOIN nodes tn ON tn.namespace = :ns AND tn.label = 'Turn' AND tn.raw_id = s.raw_id
+)
+INSERT INTO edges (namespace, source_id, target_id, relation, properties)
+SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{"auto": true}' AS jsonb)
+FROM links
+ON CONFLICT DO NOTHING
+"""
+
+# Erasure: the automatic nodes of erased memories, then automatic entities nothing links to.
+FORGET_AUTO_NODES_SQL = """
+DELETE FROM nodes n
+WHERE n.namespace = :ns AND n.properties @> '{"auto": true}'
+  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
+       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
+"""
+FORGET_ORPHAN_ENTITIES_SQL = """
+DELETE FROM nodes n
+WHERE n.namespace = :ns AND n.label = 'Entity' AND n.properties @> '{"auto": true}'
+  AND n.id = ANY(CAST(:entity_ids AS bigint[]))
+  AND NOT EXISTS (SELECT 1 FROM edges e WHERE e.namespace = :ns
+                  AND (e.source_id = n.id OR e.target_id = n.id))
+"""
+LINKED_ENTITIES_SQL = """
+SELECT DISTINCT e.target_id FROM edges e JOIN nodes n ON n.id = e.source_id
+WHERE e.namespace = :ns AND n.namespace = :ns AND e.relation IN ('MENTIONS', 'SPOKEN_BY')
+  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
+       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
+"""
+
+
+async def link_turns(
+    conn: AsyncConnection, namespace: str, turns: Sequence[tuple[int, str, str]]
+) -> None:
+    """Graph the new turns (id, speaker, content) of one batch."""
+    if not turns:
+        return
+    link_ids: list[int] = []
+    link_names: list[str] = []
+    link_relations: list[str] = []
+    for turn_id, speaker, content in turns:
+        if (name := speaker_entity(speaker)) is not None:
+            link_ids.append(turn_id)
+            link_names.append(name)
+            link_relations.append(SPOKEN_BY)
+        for mentioned in entity_names(content, speaker):
+            link_ids.append(turn_id)
+            link_names.append(mentioned)
+            link_relations.append(MENTIONS)
+    await conn.execute(
+        text(LINK_TURNS_SQL),
+        {
+            "ns": namespace,
+            "ids": [t[0] for t in turns],
+            "entity_names": sorted(set(link_names)),
+            "link_ids": link_ids,
+            "link_names": link_names,
+            "link_relations": link_relations,
+        },
+    )
+
+
+async def link_insights(
+    conn: AsyncConnection, namespace: str, insights: Sequence[tuple[int, str, Sequence[int]]]
+) -> None:
+    """Graph new insights (id, content, source turn ids): a node each, MENTIONS edges to
+    their entities, DERIVED_FROM edges to the nodes of their source turns."""
+    if not insights:
+        return
+    link_ids: list[int] = []
+    link_names: list[str] = []
+    source_insight_ids: list[int] = []
+    source_raw_ids: list[int] = []
+    for insight_id, content, sources in insights:
+        for mentioned in entity_names(content):
+            link_ids.append(insight_id)
+            link_names.append(mentioned)
+        for raw_id in sources:
+            source_insight_ids.append(insight_id)
+            source_raw_ids.append(raw_id)
+    await conn.execute(
+        text(LINK_INSIGHTS_SQL),
+        {
+            "ns": namespace,
+            "ids": [i[0] for i in insights],
+            "entity_names": sorted(set(link_names)),
+            "link_ids": link_ids,
+            "link_names": link_names,
+            "source_insight_ids": source_insight_ids,
+            "source_raw_ids": source_raw_ids,
+        },
+    )
+
+
+async def forget_auto_nodes(
+    conn: AsyncConnection,
+    namespace: str,
+    raw_ids: Sequence[int] = (),
+    insight_ids: Sequence[int] = (),
+) -> None:
+    """Before memories are erased: their automatic nodes go (edges cascade), and so do the
+    automatic entities that only they mentioned (names taken from erased text)."""
+    params = {"ns": namespace, "raw_ids": list(raw_ids), "insight_ids": list(insight_ids)}
+    entities = (await conn.execute(text(LINKED_ENTITIES_SQL), params)).scalars().all()
+    await conn.execute(text(FORGET_AUTO_NODES_SQL), params)
+    if entities:
+        await conn.execute(
+            text(FORGET_ORPHAN_ENTITIES_SQL), {"ns": namespace, "entity_ids": list(entities)}
+        )
