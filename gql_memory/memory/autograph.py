@@ -29,43 +29,46 @@ MAX_ENTITIES_PER_TEXT = 20
 MAX_ENTITY_CHARS = 80
 # A run of capitalised words ("Caroline", "New York", "LGBTQ"); linear-time as written.
 NAME = re.compile(r"\b[A-Z][\w'’-]*(?:[ \t]+[A-Z][\w'’-]*)*")
-SENTENCE_END = re.compile(r"[.!?…:;\"“”()\[\]]\s*$")
-# Capitalised words that are not names: pronouns, greetings, fillers, question words.
+# Capitalised words that are no names: sentence openers (pronouns, articles, conjunctions,
+# greetings, fillers, contractions...). A run loses them at either end.
 NOT_NAMES = frozenset(
     """
-    I I'm I've I'd I'll Im Ive Id Ill Me My Mine Myself We Our Us You Your Yours He His Him She
-    Her Hers They Their Them It Its This That These Those There Here The A An And But Or So
-    If When While Where What Which Who Whom Whose Why How Yes No Not Oh Ah Wow Hey Hi Hello
-    Thanks Thank Please Sorry Okay Ok OK Yeah Yep Nope Well Also Just Really Sure Great Cool
-    Nice Awesome Good Bye Goodbye Same Maybe Absolutely Definitely Totally Haha Lol Congrats
-    Congratulations Glad Love Let Let's Do Does Did Is Are Was Were Be Been Have Has Had Can
-    Could Would Should Will Shall May Might Must As At By For From In Into Of On To With
-    About After Before Since Until Then Now Today Tomorrow Yesterday Anyway Btw
+    I I'm I've I'd I'll Im Ive Id Ill Me My Mine Myself We We're We've Our Us You You're
+    You've Your Yours He He's His Him She She's Her Hers They They're Their Them It It's Its
+    This That That's These Those There There's Here Here's The A An And But Or So Nor Yet If
+    When While Where What What's Which Who Who's Whom Whose Why How How's Yes No Not Oh Ah Aw
+    Wow Hey Hi Hello Thanks Thank Please Sorry Okay Ok OK Yeah Yep Nope Well Also Just Really
+    Sure Great Cool Nice Awesome Amazing Good Bye Goodbye Same Maybe Absolutely Definitely
+    Totally Exactly Agreed Right True Haha Lol Congrats Congratulations Glad Love Let Let's
+    Do Don't Does Doesn't Did Didn't Is Isn't Are Aren't Was Wasn't Were Be Been Have Has Had
+    Can Can't Could Would Should Will Won't Shall May Might Must As At By For From In Into Of
+    On To With About After Before Since Until Then Now Today Tonight Tomorrow Yesterday Anyway
+    Btw Actually Honestly Luckily Unfortunately Sometimes Recently Last Next Every Some All
+    Any Many Most One Two First Nothing Everything Something Anything Sounds Speaking
+    Remember Going Gonna Got Get Make Take Keep Check Try Look See Know Think Guess Hope Feel
+    Never Always Still Even Such Both Each Other Another Any More Much Very Too Again
     """.split()
 )
 ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "agent", "human", "ai", "bot"})
 
 
 def entity_names(content: str, speaker: str | None = None) -> list[str]:
-    """Names a text mentions: runs of capitalised words that do not open a sentence (where
-    every word is capitalised), minus common words; at most MAX_ENTITIES_PER_TEXT, in order.
-    """
-    content = content[:ENTITY_SCAN_CHARS]
+    """Names a text mentions: runs of capitalised words, less common words at either end;
+    the speaker is left out (linked as such). At most MAX_ENTITIES_PER_TEXT, in order."""
     found: dict[str, None] = {}
-    for match in NAME.finditer(content):
+    for match in NAME.finditer(content[:ENTITY_SCAN_CHARS]):
         words = match.group(0).split()
-        before = content[: match.start()]
-        if not before.strip() or SENTENCE_END.search(before):
-            words = words[1:]  # the sentence's first word is capitalised anyway
         while words and words[0] in NOT_NAMES:
             words = words[1:]
         while words and words[-1] in NOT_NAMES:
             words = words[:-1]
         name = " ".join(words).strip("'’-")
+        if name.endswith(("'s", "’s")):
+            name = name[:-2]  # "Caroline's" names Caroline
         if len(name) < 2 or len(name) > MAX_ENTITY_CHARS or name in NOT_NAMES:
             continue
-        if speaker is not None and name == speaker:
-            continue  # the speaker is linked as such
+        if name == speaker:
+            continue
         found.setdefault(name, None)
         if len(found) >= MAX_ENTITIES_PER_TEXT:
             break

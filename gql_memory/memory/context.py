@@ -334,7 +334,11 @@ def explain_hit(rank: int, hit: SearchHit) -> str:
         legs.append(f"vector rank {hit.vector_rank} (similarity {hit.vector_score:.3f})")
     if hit.text_rank is not None:
         legs.append(f"text rank {hit.text_rank} (score {hit.text_score:.3f})")
-    reason = f"search #{rank}: {', '.join(legs) or 'no leg'}; rrf {hit.rrf_score:.5f}"
+    if hit.graph_source is not None:
+        layer, lender = hit.graph_source
+        legs.append(f"graph neighbour of {layer.value.lower()} {lender} (+{hit.graph_boost:.3f})")
+    fused = f"{hit.fusion.value.lower()} {hit.fused_score:.5f}"
+    reason = f"search #{rank}: {', '.join(legs) or 'no leg'}; {fused}"
     if hit.boost:
         reason += (
             f"; boost {hit.boost:.3f} (session {hit.session_boost:.3f}, "

@@ -90,7 +90,7 @@ async def test_search_hits_say_why_they_ranked(memory: Memory) -> None:
     hits = next(s for s in context.sections if s.kind is SectionKind.SEARCH).items
     assert hits[0].kind is ItemKind.INSIGHT and hits[0].id == str(ids["berlin"])
     assert hits[0].reason.startswith("search #1: vector rank")
-    assert "text rank" in hits[0].reason and "rrf" in hits[0].reason and "final" in hits[0].reason
+    assert "text rank" in hits[0].reason and "dbsf" in hits[0].reason and "final" in hits[0].reason
     assert any(i.kind is ItemKind.RAW and "Book a hotel" in i.content for i in hits)
 
 
