@@ -184,6 +184,12 @@ class Settings(BaseSettings):
         description="Share of its fused score each of the top-k hits lends to its one-hop "
         "graph neighbours (graphBoost); 0 switches graph propagation off.",
     )
+    graph_propagation_lenders: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="How many of the best fused hits lend to their graph neighbours.",
+    )
     graph_propagation_fanout: int = Field(
         default=50,
         ge=1,

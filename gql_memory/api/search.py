@@ -64,7 +64,8 @@ class SearchHit:
     fusion: Fusion = strawberry.field(description="The fusion that computed fusedScore.")
     fused_score: float = strawberry.field(
         description="The legs fused: with DBSF the weighted sum of each leg's standardized "
-        "score ((score - min) / stdev over the leg's candidates; 0 when absent from a leg); "
+        "score ((score - min) / stdev over the leg's 40 best candidates; 0 when absent from a "
+        "leg); "
         "with RRF equal to rrfScore. 0 for a hit found only through the graph."
     )
     rrf_score: float = strawberry.field(
@@ -72,9 +73,9 @@ class SearchHit:
         "computed with either fusion, for comparison."
     )
     graph_boost: float = strawberry.field(
-        description="What a one-hop graph neighbour among the top-k hits lent: "
-        "GQL_MEMORY_GRAPH_PROPAGATION (default 0.25) x that neighbour's fusedScore, the largest "
-        "such loan. Neighbours are joined by edges between memory nodes (NEXT between "
+        description="What a one-hop graph neighbour among the best fused hits (10 by "
+        "default) lent: GQL_MEMORY_GRAPH_PROPAGATION (default 0.25) x that neighbour's "
+        "fusedScore, the largest such loan. Neighbours are joined by edges between memory nodes (NEXT between "
         "consecutive turns, DERIVED_FROM from an insight to its sources, edges you add)."
     )
     graph_source: GraphSource | None = strawberry.field(

@@ -299,27 +299,34 @@ def rrf(ranks: dict[str, int], weights: SearchWeights, k: int) -> float:
     return sum(getattr(weights, leg) / (k + rank) for leg, rank in ranks.items())
 
 
-def standardized(scores: Sequence[float]) -> list[float]:
-    """A leg's scores as distances above its worst candidate in standard deviations:
-    (score - min) / stdev. A leg whose candidates all score alike gives each of them 1."""
+def standardized(scores: Sequence[float], sample: int | None = None) -> list[float]:
+    """A leg's scores (best first) as distances above its worst candidate in standard
+    deviations: (score - min) / stdev, both taken over the first ``sample`` scores (all by
+    default), floored at 0. A leg whose sampled scores are all alike gives each 1."""
     if not scores:
         return []
-    low = min(scores)
-    mean = sum(scores) / len(scores)
-    spread = math.sqrt(sum((x - mean) ** 2 for x in scores) / len(scores))
+    head = scores[:sample] if sample else scores
+    low = min(head)
+    mean = sum(head) / len(head)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in head) / len(head))
     if spread <= 1e-12:
-        return [1.0] * len(scores)
-    return [(x - low) / spread for x in scores]
+        return [1.0 if x >= low else 0.0 for x in scores]
+    return [max(0.0, (x - low) / spread) for x in scores]
 
 
-def dbsf(legs: dict[str, dict[int, float]], weights: SearchWeights) -> dict[int, float]:
-    """Distribution-based score fusion: each leg's scores are standardized over its own
-    candidates (so cosine similarities and text ranks become comparable), then summed with
-    the legs' weights. A candidate missing from a leg counts as that leg's worst (0)."""
+def dbsf(
+    legs: dict[str, dict[int, float]], weights: SearchWeights, sample: int | None = None
+) -> dict[int, float]:
+    """Distribution-based score fusion: each leg's scores are standardized over its best
+    ``sample`` candidates (so cosine similarities and text scores become comparable, and a
+    larger topK does not move them), then summed with the legs' weights. A candidate missing
+    from a leg counts as that leg's worst (0)."""
     fused: dict[int, float] = {}
     for leg, scores in legs.items():
         weight = getattr(weights, leg)
-        for key, value in zip(scores, standardized(list(scores.values())), strict=True):
+        ordered = sorted(scores.items(), key=lambda item: -item[1])
+        values = standardized([v for _, v in ordered], sample)
+        for (key, _), value in zip(ordered, values, strict=True):
             fused[key] = fused.get(key, 0.0) + weight * value
     return fused
 
@@ -404,7 +411,7 @@ class HybridSearch:
             candidates = await self._legs(conn, query, vector, chosen, weights, top_k)
             hits = self._fuse(candidates, weights, fusion)
             if hits:
-                hits = await self._graph(conn, hits, session_id, chosen, top_k)
+                hits = await self._graph(conn, hits, session_id, chosen)
             hits.sort(key=lambda h: (-h.final_score, h.layer.value, h.id))
             return await self._with_content(conn, hits[:top_k])
 
@@ -461,7 +468,7 @@ class HybridSearch:
         for index, c in enumerate(candidates):
             for leg, score in c.scores.items():
                 legs.setdefault(leg, {})[index] = score
-        scored = dbsf(legs, weights) if fusion is Fusion.DBSF else {}
+        scored = dbsf(legs, weights, MIN_CANDIDATES) if fusion is Fusion.DBSF else {}
         hits = []
         for index, c in enumerate(candidates):
             rank_score = rrf(c.ranks, weights, self.settings.rrf_k)
@@ -488,12 +495,14 @@ class HybridSearch:
         hits: list[SearchHit],
         session_id: str | None,
         layers: list[MemoryLayer],
-        top_k: int,
     ) -> list[SearchHit]:
         """Graph propagation and boosts; neighbours that were no candidate join the hits."""
         settings = self.settings
         share = settings.graph_propagation
-        lenders = sorted(hits, key=lambda h: (-h.fused_score, h.layer.value, h.id))[:top_k]
+        # a fixed number of lenders: the best hits lend alike whatever topK asks for
+        lenders = sorted(hits, key=lambda h: (-h.fused_score, h.layer.value, h.id))[
+            : settings.graph_propagation_lenders
+        ]
         if share <= 0:
             lenders = []
         rows = (
