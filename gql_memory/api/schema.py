@@ -26,6 +26,7 @@ from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
 from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
+from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
 from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
@@ -95,6 +96,8 @@ def build_schema(
         lambda: QueryDepthLimit(settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: AliasLimit(settings.max_aliases),
+        # every string of the operation and its variables, before any resolver reaches SQL
+        StorableStrings,
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)

@@ -75,8 +75,9 @@ class SearchHit:
     graph_boost: float = strawberry.field(
         description="What a one-hop graph neighbour among the best fused hits (10 by "
         "default) lent: GQL_MEMORY_GRAPH_PROPAGATION (default 0.25) x that neighbour's "
-        "fusedScore, the largest such loan. Neighbours are joined by edges between memory nodes (NEXT between "
-        "consecutive turns, DERIVED_FROM from an insight to its sources, edges you add)."
+        "fusedScore, the largest such loan. Neighbours are joined by edges between memory "
+        "nodes (NEXT between consecutive turns, DERIVED_FROM from an insight to its "
+        "sources, edges you add)."
     )
     graph_source: GraphSource | None = strawberry.field(
         description="The hit that lent the graphBoost, null when none did."

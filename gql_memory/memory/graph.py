@@ -383,7 +383,8 @@ class Graph:
         self, conn: AsyncConnection, ref: NodeRef, field: str, create_missing: bool
     ) -> int:
         if isinstance(ref, tuple):
-            label, name = ref
+            label = require_text(ref[0], f"{field}.label", max_length=255)
+            name = require_text(ref[1], f"{field}.name", max_length=MAX_NODE_KEY_BYTES)
             found = await conn.scalar(
                 text("SELECT id FROM nodes WHERE namespace = :ns AND label = :l AND name = :n"),
                 {"ns": self.namespace, "l": label, "n": name},
