@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test lint format schema bench clean
+.PHONY: install serve test lint format schema bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ schema: install
 ## Run the benchmarks (results are written to docs/benchmarks.md).
 bench: install
 	$(BIN)/python -m bench
+
+## Fuzz every query and mutation for long (>= 50,000 requests, random seed); results in
+## docs/benchmarks-security.md. Pass ARGS="--seed N" to replay a run.
+fuzz: install
+	$(BIN)/python -m bench.fuzz $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

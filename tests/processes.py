@@ -64,7 +64,13 @@ class ServeProcess:
     def start(self, timeout: float = 60) -> ServeProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GQL_MEMORY_")}
         env.pop("DATABASE_URL", None)
-        env.update({"GQL_MEMORY_SHUTDOWN_TIMEOUT_S": "20", **self.env})
+        env.update(
+            {
+                "GQL_MEMORY_SHUTDOWN_TIMEOUT_S": "20",
+                "GQL_MEMORY_EMBEDDING_PROVIDER": "hash",  # the suite's embedder (conftest)
+                **self.env,
+            }
+        )
         self.log_path = self.data_dir.parent / f"serve-{self.port}.log"
         self.process = subprocess.Popen(
             [

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from graphql import GraphQLError
+from strawberry.exceptions import MissingQueryError
 
 from gql_memory.errors import GqlMemoryError
 
@@ -29,6 +30,8 @@ def classify(error: GraphQLError) -> tuple[str, str]:
         return "BAD_USER_INPUT", error.message
     if isinstance(original, GqlMemoryError) and original.code != "INTERNAL_SERVER_ERROR":
         return original.code, str(original)
+    if isinstance(original, MissingQueryError):  # e.g. a websocket subscribe with query ""
+        return "BAD_USER_INPUT", "The request has no GraphQL document (empty query)"
     return "INTERNAL_SERVER_ERROR", INTERNAL_MESSAGE
 
 

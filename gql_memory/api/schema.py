@@ -28,6 +28,7 @@ from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
+from gql_memory.api.transport import SubscriptionsOverWebSocket
 from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
 
@@ -98,6 +99,7 @@ def build_schema(
         lambda: AliasLimit(settings.max_aliases),
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,
+        SubscriptionsOverWebSocket,
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
