@@ -163,7 +163,7 @@ class Settings(BaseSettings):
         description="Non-critical items whose raw attention falls below this are evicted.",
     )
 
-    # hybrid search (ADR-002): RRF fusion, then bounded graph-aware boosts
+    # hybrid search (ADR-002): fusion of the legs, graph propagation, bounded boosts
     # Defaults measured on the LoCoMo dev split (docs/benchmarks.md, "Retrieval quality").
     search_fusion: Literal["dbsf", "rrf"] = Field(
         default="dbsf",

@@ -99,8 +99,9 @@ def register_tools(server: MCPServer, store: MemoryStore) -> None:
         return pick(episode, "id", "query", "reward", "reflection", "created_at")
 
     @tool(
-        "Graph-aware hybrid search (vector + full text, RRF, boosted by the session's working "
-        "memory and its graph neighbours); every hit explains its rank."
+        "Graph-aware hybrid search (vector + full text fused by score, carried along the memory "
+        "graph, boosted by the session's working memory and its graph neighbours); every hit "
+        "explains its rank."
     )
     async def hybrid_search(
         query: Annotated[str, Field(description="What to look for.")],

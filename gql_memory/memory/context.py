@@ -233,8 +233,8 @@ class ContextAssembler:
     def _offer(kind: SectionKind, candidates: list[Candidate]) -> SectionCandidates:
         purpose = {
             SectionKind.WORKING: "the session's working memory, highest attention first",
-            SectionKind.SEARCH: "hybrid search hits for the query (vector + full text, RRF, "
-            "session and graph boosts), best first",
+            SectionKind.SEARCH: "hybrid search hits for the query (vector + full text fused, "
+            "graph propagation, session and graph boosts), best first",
             SectionKind.EPISODES: "lessons (reflection and reward) of past episodes similar "
             "to the query",
             SectionKind.GRAPH: "graph edges one hop around the nodes tied to the top hits",
