@@ -1,4 +1,5 @@
-"""Hybrid search latency (p50/p95) at 100k insights: both legs, RRF, and graph boosts."""
+"""Hybrid search latency (p50/p95) at 100k insights: both legs fused, graph propagation and
+graph boosts, with each insight in the automatic graph."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ async def run() -> list[str]:
                 f"focus {node}", 0.9, session_id="bench", ref_kind="NODE", ref_id=node
             )
         lines = [
-            f"## Hybrid search at {SIZE:,} insights (dimension 384, local embedder)",
+            f"## Hybrid search at {SIZE:,} insights (dimension 384, hash embedder)",
             "",
             "Library call, top 10, including the query embedding.",
             "",
@@ -67,7 +68,8 @@ async def run() -> list[str]:
             "| --- | --- | --- |",
         ]
         variants = {
-            "hybrid (vector + text, RRF), no session": {},
+            "hybrid (vector + text, DBSF + graph propagation), no session": {},
+            "hybrid, RRF + graph propagation, no session": {"fusion": "RRF"},
             "hybrid + session and causal boosts": {"session_id": "bench"},
             "vector leg only": {"weights": SearchWeights(1, 0)},
             "text leg only": {"weights": SearchWeights(0, 1)},

@@ -203,8 +203,9 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         for t in await plain.raw.store_many(turns)
                         if t.metadata
                     }
-                async with db.write() as conn:
-                    await conn.execute(text("ANALYZE raw_dialogue"))
+                async with db.write() as conn:  # as autovacuum would after a bulk import
+                    for table in ("raw_dialogue", "nodes", "edges"):
+                        await conn.execute(text(f"ANALYZE {table}"))
                 by_raw_id = {t.id: t.metadata["dia_id"] for t in stored if t.metadata}
                 known = set(by_raw_id.values())
                 searchers: dict[str, tuple[Memory, Mode]] = {

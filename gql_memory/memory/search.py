@@ -10,9 +10,8 @@ of the final hits.
 
 from __future__ import annotations
 
-import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,34 +21,23 @@ from gql_memory.config import MAX_QUERY_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
-from gql_memory.memory.decay import ATTENTION_SQL, decay_params
+from gql_memory.memory.decay import decay_params
+from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf
+from gql_memory.memory.search_sql import (
+    LAYERS,
+    QUERY_CTE,
+    MemoryLayer,
+    graph_sql,
+    lexeme_ctes,
+    text_leg,
+    vector_leg,
+)
 from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
-
-
-class MemoryLayer(enum.Enum):
-    """A searchable memory layer."""
-
-    INSIGHT = "INSIGHT"
-    EPISODE = "EPISODE"
-    RAW = "RAW"
-
-
-class Fusion(enum.Enum):
-    """How the legs' candidates are fused into one ranking."""
-
-    DBSF = "DBSF"  # distribution-based score fusion: each leg's scores standardized
-    RRF = "RRF"  # reciprocal rank fusion: ranks only
-
-
-@dataclass(frozen=True)
-class SearchWeights:
-    """Weight of each leg in the fusion; a zero weight switches the leg off."""
-
-    vector: float = 0.5
-    text: float = 0.5
+# The search's vocabulary, importable from here by the API, the library and tests.
+__all__ = ["Fusion", "HybridSearch", "MemoryLayer", "SearchHit", "SearchWeights"]
 
 
 @dataclass(frozen=True)
@@ -73,262 +61,6 @@ class SearchHit:
     causal_boost: float = 0.0
     boost: float = 0.0
     final_score: float = 0.0
-
-
-@dataclass(frozen=True)
-class _Layer:
-    table: str
-    content: str  # SQL expression of the text shown for a hit
-    session: str  # SQL expression of the session id (or NULL)
-    node_column: str  # nodes.<column> that ties a node to a row of this layer
-    extra_where: str = ""
-
-
-LAYERS: dict[MemoryLayer, _Layer] = {
-    MemoryLayer.INSIGHT: _Layer("insights", "content", "CAST(NULL AS text)", "insight_id"),
-    MemoryLayer.EPISODE: _Layer(
-        "episodes", "query || ' — ' || reflection", "CAST(NULL AS text)", "episode_id"
-    ),
-    MemoryLayer.RAW: _Layer(
-        "raw_dialogue",
-        "speaker || ': ' || content",
-        "session_id",
-        "raw_id",
-        " AND embedding IS NOT NULL",
-    ),
-}
-
-# The query's lexemes, normalised by the configured text-search configuration.
-QUERY_CTE = """
-query_lexemes AS (
-    SELECT DISTINCT l AS lexeme
-    FROM unnest(tsvector_to_array(to_tsvector(CAST(:tsconfig AS regconfig), :query))) l
-)"""
-# A lexeme as tsquery text: quoted, so it is taken as it is (no second normalisation).
-_QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''"
-
-
-def _lexeme_ctes(layer: MemoryLayer) -> str:
-    """Per layer: each query lexeme as a tsquery, and two OR queries (any lexeme; any
-    *selective* lexeme).
-
-    A lexeme is common when PostgreSQL's own statistics of the tsvector column
-    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE) put it in more than
-    ``max_df`` of the rows; every other lexeme is selective. Statistics only bound the work —
-    which rows get ranked when a question full of common words matches much of a namespace —
-    they never change a row's score.
-    """
-    table = LAYERS[layer].table
-    name = layer.value.lower()
-    return f"""
-lex_{name} AS (
-    SELECT CAST({_QUOTED} AS tsquery) AS q,
-           {_QUOTED} AS quoted,
-           coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0) < :max_df AS selective
-    FROM query_lexemes ql
-    LEFT JOIN LATERAL (
-        SELECT CAST(CAST(most_common_elems AS text) AS text[]) AS elems,
-               most_common_elem_freqs AS freqs
-        FROM pg_stats
-        WHERE schemaname = current_schema() AND tablename = '{table}'
-          AND attname = 'content_tsv'
-    ) st ON true
-),
-match_{name} AS (
-    SELECT CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme,
-           CAST(string_agg(quoted, ' | ') FILTER (WHERE selective) AS tsquery) AS selective
-    FROM lex_{name}
-)"""
-
-
-def _vector_leg(layer: MemoryLayer) -> str:
-    spec = LAYERS[layer]
-    return f"""
-    (SELECT '{layer.value}' AS layer, 'vector' AS leg, id,
-            1 - (embedding <=> CAST(:vector AS vector)) AS score
-     FROM {spec.table}
-     WHERE namespace = :ns{spec.extra_where}
-     ORDER BY embedding <=> CAST(:vector AS vector)
-     LIMIT :n)"""
-
-
-def _text_leg(layer: MemoryLayer) -> str:
-    """Rows containing any query lexeme (OR semantics), ranked by coverage — how many distinct
-    query lexemes a row contains — then cover density (ts_rank_cd, normalised to 0..1).
-
-    Ranking must score every candidate, so the candidates are bounded: up to
-    :max_matches rows containing a selective lexeme, plus up to :common_matches rows
-    containing any lexeme (those matching only common words rank low anyway). Coverage is
-    cheap; ts_rank_cd is not, so it only orders the best :rerank rows by coverage.
-    """
-    spec = LAYERS[layer]
-    name = layer.value.lower()
-    return f"""
-    (SELECT '{layer.value}' AS layer, 'text' AS leg, top.id,
-            top.coverage + ts_rank_cd(top.content_tsv, mt.any_lexeme, 32) AS score
-     FROM (SELECT m.id, m.content_tsv,
-                  (SELECT count(*) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q) AS coverage
-           FROM ((SELECT t.id FROM {spec.table} t, match_{name} mt
-                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.selective
-                  LIMIT :max_matches)
-                 UNION
-                 (SELECT t.id FROM {spec.table} t, match_{name} mt
-                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.any_lexeme
-                  LIMIT :common_matches)) candidates
-           JOIN {spec.table} m ON m.id = candidates.id
-           ORDER BY coverage DESC, m.id DESC
-           LIMIT :rerank) top, match_{name} mt
-     ORDER BY score DESC, top.id DESC
-     LIMIT :n)"""
-
-
-def _graph_sql(layers: Iterable[MemoryLayer]) -> str:
-    """Neighbours of the best hits and the boosts of every candidate, in one statement.
-
-    ``lenders`` are the best fused hits; each lends to the memories whose nodes are one edge
-    from one of its nodes (a raw turn's previous and next turns, an insight's source turns,
-    any edge a client drew between memories). ``cand`` (the fused candidates plus those
-    neighbours) get their session attention and their hop distance from the session's seeds.
-    """
-    chosen = list(layers)
-
-    lender_nodes = "\n        UNION ALL ".join(
-        f"SELECT l.layer, l.id, l.score, n.id AS node_id FROM lenders l JOIN nodes n "
-        f"ON n.{LAYERS[layer].node_column} = l.id "
-        f"WHERE l.layer = '{layer.value}' AND n.namespace = :ns"
-        for layer in chosen
-    )
-    neighbour_memories = "\n        UNION ALL ".join(
-        f"SELECT '{layer.value}' AS layer, n.{LAYERS[layer].node_column} AS id, "
-        f"h.lender_layer, h.lender_id, h.score FROM hop h JOIN nodes n ON n.id = h.node_id "
-        f"WHERE n.namespace = :ns AND n.{LAYERS[layer].node_column} IS NOT NULL"
-        for layer in chosen
-    )
-    hit_nodes = "\n        UNION ALL ".join(
-        f"SELECT c.layer, c.id, n.id AS node_id FROM cand c JOIN nodes n "
-        f"ON n.{LAYERS[layer].node_column} = c.id "
-        f"WHERE c.layer = '{layer.value}' AND n.namespace = :ns"
-        for layer in chosen
-    )
-    seed_links = "\n        UNION ".join(
-        f"SELECT n.id FROM nodes n JOIN wm ON wm.ref_kind = '{layer.value}' "
-        f"AND n.{spec.node_column} = wm.ref_id WHERE n.namespace = :ns"
-        for layer, spec in LAYERS.items()
-    )
-    return f"""
-    WITH lenders AS (
-        SELECT * FROM unnest(CAST(:lender_layers AS text[]), CAST(:lender_ids AS bigint[]),
-                             CAST(:lender_scores AS float8[])) AS l(layer, id, score)
-    ),
-    lender_nodes AS (
-        {lender_nodes}
-    ),
-    -- one hop in either direction, at most :fanout edges per lending node (hubs stay cheap)
-    hop AS (
-        SELECT ln.layer AS lender_layer, ln.id AS lender_id, ln.score, x.node_id
-        FROM lender_nodes ln
-        CROSS JOIN LATERAL (
-            (SELECT e.target_id AS node_id FROM edges e
-             WHERE e.namespace = :ns AND e.source_id = ln.node_id LIMIT :fanout)
-            UNION ALL
-            (SELECT e.source_id FROM edges e
-             WHERE e.namespace = :ns AND e.target_id = ln.node_id LIMIT :fanout)
-        ) x
-    ),
-    neighbours AS (
-        {neighbour_memories}
-    ),
-    cand AS (
-        SELECT * FROM unnest(CAST(:layers AS text[]), CAST(:ids AS bigint[])) AS c(layer, id)
-        UNION
-        SELECT layer, id FROM neighbours
-    ),
-    wm AS (
-        SELECT w.ref_kind, w.ref_id, {ATTENTION_SQL} AS attention
-        FROM working_memory w
-        LEFT JOIN session_state s ON s.namespace = w.namespace AND s.session_id = w.session_id
-        WHERE w.namespace = :ns AND w.session_id = :sid AND w.ref_kind IS NOT NULL
-    ),
-    seeds AS (
-        SELECT n.id FROM nodes n JOIN wm ON wm.ref_kind = 'NODE' AND n.id = wm.ref_id
-        WHERE n.namespace = :ns
-        UNION {seed_links}
-    ),
-    -- nodes one and two hops from a seed, remembering the seed (origin) they came from,
-    -- so that a seed is not "two hops from itself" through a neighbour and back
-    hop1 AS (
-        SELECT e.target_id AS id, seeds.id AS origin FROM edges e
-        JOIN seeds ON e.source_id = seeds.id WHERE e.namespace = :ns
-        UNION SELECT e.source_id, seeds.id FROM edges e
-        JOIN seeds ON e.target_id = seeds.id WHERE e.namespace = :ns
-    ),
-    hop2 AS (
-        SELECT e.target_id AS id, hop1.origin FROM edges e
-        JOIN hop1 ON e.source_id = hop1.id WHERE e.namespace = :ns
-        UNION SELECT e.source_id, hop1.origin FROM edges e
-        JOIN hop1 ON e.target_id = hop1.id WHERE e.namespace = :ns
-    ),
-    distance AS (
-        SELECT id, min(d) AS d FROM (
-            SELECT id, 1 AS d FROM hop1
-            UNION ALL SELECT id, 2 FROM hop2 WHERE id <> origin
-        ) x GROUP BY id
-    ),
-    hit_nodes AS (
-        {hit_nodes}
-    )
-    SELECT 'boost' AS kind, c.layer, c.id, NULL AS lender_layer, CAST(NULL AS bigint) AS lender_id,
-           CAST(NULL AS float8) AS score,
-           greatest(
-               (SELECT max(wm.attention) FROM wm
-                WHERE wm.ref_kind = c.layer AND wm.ref_id = c.id),
-               (SELECT max(wm.attention) FROM wm JOIN hit_nodes h
-                  ON wm.ref_kind = 'NODE' AND wm.ref_id = h.node_id
-                WHERE h.layer = c.layer AND h.id = c.id)
-           ) AS attention,
-           (SELECT min(d.d) FROM hit_nodes h JOIN distance d ON d.id = h.node_id
-            WHERE h.layer = c.layer AND h.id = c.id) AS hops
-    FROM cand c
-    UNION ALL
-    SELECT 'lend', layer, id, lender_layer, lender_id, score, NULL, NULL FROM neighbours
-    """
-
-
-def rrf(ranks: dict[str, int], weights: SearchWeights, k: int) -> float:
-    """Reciprocal Rank Fusion: sum over legs of weight / (k + rank)."""
-    return sum(getattr(weights, leg) / (k + rank) for leg, rank in ranks.items())
-
-
-def standardized(scores: Sequence[float], sample: int | None = None) -> list[float]:
-    """A leg's scores (best first) as distances above its worst candidate in standard
-    deviations: (score - min) / stdev, both taken over the first ``sample`` scores (all by
-    default), floored at 0. A leg whose sampled scores are all alike gives each 1."""
-    if not scores:
-        return []
-    head = scores[:sample] if sample else scores
-    low = min(head)
-    mean = sum(head) / len(head)
-    spread = math.sqrt(sum((x - mean) ** 2 for x in head) / len(head))
-    if spread <= 1e-12:
-        return [1.0 if x >= low else 0.0 for x in scores]
-    return [max(0.0, (x - low) / spread) for x in scores]
-
-
-def dbsf(
-    legs: dict[str, dict[int, float]], weights: SearchWeights, sample: int | None = None
-) -> dict[int, float]:
-    """Distribution-based score fusion: each leg's scores are standardized over its best
-    ``sample`` candidates (so cosine similarities and text scores become comparable, and a
-    larger topK does not move them), then summed with the legs' weights. A candidate missing
-    from a leg counts as that leg's worst (0)."""
-    fused: dict[int, float] = {}
-    for leg, scores in legs.items():
-        weight = getattr(weights, leg)
-        ordered = sorted(scores.items(), key=lambda item: -item[1])
-        values = standardized([v for _, v in ordered], sample)
-        for (key, _), value in zip(ordered, values, strict=True):
-            fused[key] = fused.get(key, 0.0) + weight * value
-    return fused
 
 
 def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> float:
@@ -427,10 +159,10 @@ class HybridSearch:
         legs, ctes = [], [QUERY_CTE]
         for layer in layers:
             if vector is not None:
-                legs.append(_vector_leg(layer))
+                legs.append(vector_leg(layer))
             if weights.text > 0:
-                legs.append(_text_leg(layer))
-                ctes.append(_lexeme_ctes(layer))
+                legs.append(text_leg(layer))
+                ctes.append(lexeme_ctes(layer))
         sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
         rows = (
             await conn.execute(
@@ -507,7 +239,7 @@ class HybridSearch:
             lenders = []
         rows = (
             await conn.execute(
-                text(_graph_sql(layers)),
+                text(graph_sql(layers)),
                 {
                     "ns": self.namespace,
                     "sid": session_id,

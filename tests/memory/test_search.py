@@ -15,15 +15,8 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
-from gql_memory.memory.search import (
-    Fusion,
-    MemoryLayer,
-    SearchWeights,
-    bounded_boost,
-    dbsf,
-    rrf,
-    standardized,
-)
+from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf, standardized
+from gql_memory.memory.search import MemoryLayer, bounded_boost
 from tests.conftest import openai_settings, truncate_all
 from tests.fake_openai import FakeOpenAI
 
