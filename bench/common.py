@@ -101,7 +101,10 @@ async def embedded_memory(dim: int = 384) -> AsyncIterator[Memory]:
         db = None
         try:
             settings = Settings(
-                database_url=pg.url, embedding_provider="hash", hash_embedding_dim=dim
+                database_url=pg.url,
+                embedding_provider="hash",
+                hash_embedding_dim=dim,
+                statement_timeout_ms=0,  # index builds over 100k rows outlast 30 s
             )
             db = Database.from_url(pg.url, settings)
             await upgrade(db, dim)
