@@ -84,6 +84,9 @@ API_KEY_DISPLAY_CHARS = 12
 CONTEXT_DEFAULT_MAX_TOKENS = 2000
 CONTEXT_MIN_TOKENS = 32
 CONTEXT_MAX_TOKENS = 100_000
+# Packing reads at most ~8 characters per token of the budget; above this many it runs in a
+# worker thread rather than on the event loop.
+CONTEXT_INLINE_PACK_CHARS = 64 * 1024
 # First-pass share of the budget per section (renormalised over the included sections);
 # whatever a section leaves unused is handed on in a second pass, in section order.
 CONTEXT_SHARES = {"WORKING": 0.30, "SEARCH": 0.40, "EPISODES": 0.15, "GRAPH": 0.15}

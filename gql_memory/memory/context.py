@@ -26,6 +26,7 @@ from gql_memory.config import (
     CONTEXT_EPISODES_TOP_K,
     CONTEXT_GRAPH_FACTS,
     CONTEXT_GRAPH_SEED_HITS,
+    CONTEXT_INLINE_PACK_CHARS,
     CONTEXT_MAX_TOKENS,
     CONTEXT_MIN_TOKENS,
     CONTEXT_SEARCH_TOP_K,
@@ -37,6 +38,7 @@ from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
 from gql_memory.memory.packing import (
+    CHARS_PER_TOKEN_BOUND,
     Candidate,
     Item,
     ItemKind,
@@ -169,6 +171,15 @@ class ContextAssembler:
         self.working = working
         self.packer = Packer(tokenizer)
 
+    async def _pack(
+        self, offers: list[SectionCandidates], max_tokens: int
+    ) -> tuple[str, list[Section]]:
+        """Packing is linear in the budget; a large one runs in a worker thread, so one
+        request's packing never stalls the others' (the event loop stays free)."""
+        if max_tokens * CHARS_PER_TOKEN_BOUND < CONTEXT_INLINE_PACK_CHARS:
+            return self.packer.pack(offers, max_tokens)
+        return await asyncio.to_thread(self.packer.pack, offers, max_tokens)
+
     async def assemble(
         self,
         query: str,
@@ -217,7 +228,7 @@ class ContextAssembler:
         if SectionKind.GRAPH in sections:
             facts = await self._facts(hits, lessons)
             offers.append(self._offer(SectionKind.GRAPH, facts))
-        text_, packed = self.packer.pack(offers, max_tokens)
+        text_, packed = await self._pack(offers, max_tokens)
         return Context(
             query=query,
             session_id=session_id,

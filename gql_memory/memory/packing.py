@@ -18,6 +18,7 @@ tokenizer whose counts are not additive.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from gql_memory.config import (
@@ -107,9 +108,26 @@ class _Fill:
         )
 
 
-def one_line(text: str) -> str:
-    """Whitespace (newlines included) collapsed to single spaces: one item, one line."""
-    return " ".join(text.split())
+# After whitespace is collapsed, no token of the estimator spans more than 8 characters, so
+# a line of (budget + 2) x 8 characters is already over any budget: longer content is cut
+# there before anything is counted, and packing costs the same for 1 KB or 15 MB.
+CHARS_PER_TOKEN_BOUND = 8
+_WORDS = re.compile(r"\S+")
+
+
+def one_line(text: str, max_chars: int | None = None) -> str:
+    """Whitespace (newlines included) collapsed to single spaces: one item, one line; at most
+    about ``max_chars`` characters (read up to there, not further)."""
+    if max_chars is None or len(text) <= max_chars:
+        return " ".join(text.split())
+    words, length = [], 0
+    for match in _WORDS.finditer(text):
+        word = match.group()
+        words.append(word[: max_chars - length])
+        length += len(words[-1]) + 1
+        if length >= max_chars:
+            break
+    return " ".join(words)
 
 
 class Packer:
@@ -122,6 +140,7 @@ class Packer:
 
     def pack(self, offers: list[SectionCandidates], max_tokens: int) -> tuple[str, list[Section]]:
         """(text, sections) with ``tokenizer.count(text) <= max_tokens``."""
+        max_chars = (max_tokens + 2) * CHARS_PER_TOKEN_BOUND
         offers = [o for o in offers if o.candidates]
         available = max_tokens - self._separator * max(len(offers) - 1, 0)
         weights = {o.kind: CONTEXT_SHARES[o.kind.value] for o in offers}
@@ -132,12 +151,13 @@ class Packer:
         ]
         for fill in fills:  # first pass: whole items within the section's share
             for index, candidate in enumerate(fill.source.candidates):
-                self._take(fill, index, candidate, fill.share - fill.used, truncate=False)
+                room = fill.share - fill.used
+                self._take(fill, index, candidate, room, max_chars, truncate=False)
         for fill in fills:  # second pass: the leftover, truncating when it helps
             for index, candidate in enumerate(fill.source.candidates):
                 if index not in fill.taken:
                     left = available - sum(f.used for f in fills)
-                    self._take(fill, index, candidate, left, truncate=True)
+                    self._take(fill, index, candidate, left, max_chars, truncate=True)
         sections = [self._section(f) for f in fills if f.taken]
         return self._fit(sections, max_tokens)
 
@@ -145,11 +165,18 @@ class Packer:
         return self.tokenizer.count(text)
 
     def _take(
-        self, fill: _Fill, index: int, candidate: Candidate, room: int, *, truncate: bool
+        self,
+        fill: _Fill,
+        index: int,
+        candidate: Candidate,
+        room: int,
+        max_chars: int,
+        *,
+        truncate: bool,
     ) -> None:
         if not fill.taken:
             room -= fill.header_tokens
-        line = BULLET + one_line(candidate.content)
+        line = BULLET + one_line(candidate.content, max_chars)
         cost = self._count("\n" + line)
         if cost <= room:
             fill.taken[index] = Item(candidate.kind, candidate.id, line, cost, candidate.reason)
@@ -164,16 +191,24 @@ class Packer:
             )
 
     def _truncated(self, line: str, room: int) -> str | None:
-        """The line cut to ``room`` tokens, ending in the truncation marker (or None)."""
-        budget = room - self._line_break - self._count(CONTEXT_TRUNCATION_MARKER)
-        while budget > self._count(BULLET):
+        """The line cut to ``room`` tokens, ending in the truncation marker (or None).
+
+        The longest cut that fits, found by bisecting the token budget: a cut's cost grows
+        with its budget, and a non-additive tokenizer may need a smaller budget than ``room``
+        less the marker. O(log room) cuts, each linear in the prefix it keeps."""
+        low = self._count(BULLET) + 1
+        high = room - self._line_break - self._count(CONTEXT_TRUNCATION_MARKER)
+        best = None
+        while low <= high:
+            budget = (low + high) // 2
             cut = self.tokenizer.truncate(line, budget).rstrip() + CONTEXT_TRUNCATION_MARKER
-            if len(cut) > len(BULLET) + len(CONTEXT_TRUNCATION_MARKER) and (
-                self._count("\n" + cut) <= room
-            ):
-                return cut
-            budget -= 1
-        return None
+            if self._count("\n" + cut) <= room:
+                if len(cut) > len(BULLET) + len(CONTEXT_TRUNCATION_MARKER):
+                    best = cut
+                low = budget + 1
+            else:
+                high = budget - 1
+        return best
 
     def _section(self, fill: _Fill) -> Section:
         items = tuple(fill.taken[i] for i in sorted(fill.taken))

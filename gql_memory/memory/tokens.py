@@ -28,6 +28,9 @@ _TENTHS = 10
 _PUNCTUATION_TENTHS = 8
 _REPEATED_MARK_CHARS = 8
 
+# A piece longer than this is no word (base64, minified code): truncation may cut it.
+_LONGEST_WORD_CHARS = 64
+
 _PIECES = re.compile(r"[A-Za-z]+|[0-9]+|([^\sA-Za-z0-9])\1*|\s+")
 
 
@@ -78,12 +81,20 @@ class EstimatingTokenizer:
         return _tokens(sum(_tenths(m.group()) for m in _PIECES.finditer(text)))
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        """Whole pieces only: a word or number is never cut in the middle."""
+        """Whole pieces only: a word or number is never cut in the middle, except a piece
+        longer than any word (a blob without spaces), which is cut where the budget ends.
+        Linear in the prefix it keeps, not in the text."""
         used = 0
         for match in _PIECES.finditer(text):
-            used += _tenths(match.group())
-            if _tokens(used) > max_tokens:
+            piece = match.group()
+            cost = _tenths(piece)
+            if _tokens(used + cost) > max_tokens:
+                if len(piece) > _LONGEST_WORD_CHARS:
+                    per_char = cost / len(piece)
+                    fits = int((max_tokens * _TENTHS - used) / per_char)
+                    return text[: match.start() + max(fits, 0)]
                 return text[: match.start()]
+            used += cost
         return text
 
 

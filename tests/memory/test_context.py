@@ -272,3 +272,31 @@ async def test_without_embeddings_it_falls_back_to_full_text_and_says_so(
     assert hits and all("vector rank" not in i.reason and "text rank" in i.reason for i in hits)
     assert context.notes[0].startswith("embeddings unavailable")
     assert context.notes[1] == "episodes skipped: their similarity needs embeddings"
+
+
+async def test_a_huge_item_is_packed_off_the_event_loop(memory: Memory) -> None:
+    """Issue 11's first reproducer: a 15 MB item without spaces. Packing reads a bounded
+    prefix, and a large budget is packed in a worker thread, not on the event loop."""
+    import threading
+
+    await memory.working.add("x" * 15_000_000, 0.5, session_id="huge")
+    packer = memory.assembler.packer
+    threads: list[str] = []
+    original = packer.pack
+
+    def recording_pack(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    packer.pack = recording_pack  # type: ignore[method-assign]
+    try:
+        small = await memory.context("x", "huge", max_tokens=2000, include=["WORKING"])
+        large = await memory.context("x", "huge", max_tokens=100_000, include=["WORKING"])
+    finally:
+        packer.pack = original  # type: ignore[method-assign]
+    main = threading.main_thread().name
+    assert threads[0] == main and threads[1] != main  # small budgets stay inline
+    for context, budget in ((small, 2000), (large, 100_000)):
+        [item] = context.sections[0].items
+        assert item.truncated and context.total_tokens <= budget
+        assert item.content.startswith("- xxxx")

@@ -111,3 +111,52 @@ def test_leftover_goes_to_items_that_did_not_fit_their_share() -> None:
     )
     assert not working.items[0].truncated  # taken whole in the second pass
     assert DEFAULT_TOKENIZER.count(text) <= 500
+
+
+class MeteredTokenizer(EstimatingTokenizer):
+    """Counts the characters every count() and truncate() call is handed."""
+
+    name = "metered"
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def count(self, text: str) -> int:
+        self.chars += len(text)
+        return super().count(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        kept = super().truncate(text, max_tokens)
+        self.chars += len(kept)  # it reads what it keeps (and one piece more)
+        return kept
+
+
+def pack_one_item(content: str, max_tokens: int) -> tuple[int, str]:
+    tokenizer = MeteredTokenizer()
+    working = SectionCandidates(
+        SectionKind.WORKING,
+        "## Working memory",
+        "purpose",
+        [Candidate(ItemKind.WORKING_MEMORY, "1", content, "reason")],
+    )
+    text, _ = Packer(tokenizer).pack([working], max_tokens)
+    return tokenizer.chars, text
+
+
+def test_packing_work_does_not_grow_with_the_item() -> None:
+    """The reproducer: a 1 MB item without spaces at maxTokens 2000 re-scanned the whole text
+    once per token of the budget. Now the work depends on the budget, not on the item."""
+    for max_tokens in (2000, 8000):
+        small, small_text = pack_one_item("x" * 1_000_000, max_tokens)
+        large, large_text = pack_one_item("x" * 15_000_000, max_tokens)
+        assert small == large  # 15x the item, the same work
+        assert small < 40 * (max_tokens + 2) * 8  # a few dozen passes over the kept prefix
+        assert small_text == large_text and "xxxx" in small_text  # cut inside the blob
+        assert DEFAULT_TOKENIZER.count(small_text) <= max_tokens
+
+
+def test_a_blob_without_spaces_is_truncated_not_dropped() -> None:
+    tokenizer = EstimatingTokenizer()
+    cut = tokenizer.truncate("a" * 10_000, 100)
+    assert 0 < len(cut) <= 600 and tokenizer.count(cut) <= 100
+    assert tokenizer.truncate("short words only", 2).rstrip() == "short words"  # words stay whole
