@@ -133,7 +133,17 @@ class Authenticator:
 
 
 # Headers a reverse proxy adds: their presence means the caller is not on this machine.
-FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "x-forwarded-host")
+FORWARDING_HEADERS = (
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "via",
+)
 
 
 class ScopeGuard(SchemaExtension):

@@ -28,7 +28,7 @@ from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
-from gql_memory.api.transport import SubscriptionsOverWebSocket
+from gql_memory.api.transport import OperationNameRequired, SubscriptionsOverWebSocket
 from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
 
@@ -100,6 +100,7 @@ def build_schema(
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,
         SubscriptionsOverWebSocket,
+        OperationNameRequired,
     ]
     if not settings.introspection:
         extensions.append(DisableIntrospection)

@@ -30,24 +30,15 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
     deleted = 0
     async with db.write() as conn:
         await lock_session(conn, namespace, session_id)
-        await conn.execute(
-            text(
-                """
-                UPDATE insights i
-                SET source_ids = array(
-                    SELECT s FROM unnest(i.source_ids) s
-                    WHERE s NOT IN (SELECT id FROM raw_dialogue
-                                    WHERE namespace = :ns AND session_id = :sid))
-                WHERE i.namespace = :ns AND i.source_ids && array(
-                    SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid)
-                """
-            ),
-            params,
-        )
+        # FOR UPDATE waits for any insight being added with one of these turns as a source
+        # (it holds them FOR KEY SHARE), so the clean-up below sees that insight committed
         raw_ids = (
             (
                 await conn.execute(
-                    text("SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid"),
+                    text(
+                        "SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid "
+                        "FOR UPDATE"
+                    ),
                     params,
                 )
             )
@@ -60,6 +51,17 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
                 text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"), params
             )
             deleted += result.rowcount or 0
+        await conn.execute(
+            text(
+                """
+                UPDATE insights i
+                SET source_ids = array(
+                    SELECT s FROM unnest(i.source_ids) s WHERE s <> ALL(CAST(:ids AS bigint[])))
+                WHERE i.namespace = :ns AND i.source_ids && CAST(:ids AS bigint[])
+                """
+            ),
+            {"ns": namespace, "ids": list(raw_ids)},
+        )
         await conn.execute(
             text("DELETE FROM session_state WHERE namespace = :ns AND session_id = :sid"), params
         )

@@ -150,9 +150,15 @@ def require_direction(value: Any) -> Direction:
         raise ValidationError("direction must be OUT, IN or BOTH") from exc
 
 
+MAX_EDGE_WEIGHT = 1_000_000.0
+
+
 def require_weight(value: Any) -> float:
+    """A finite weight in [0, 1e6]: search and traversal read it as a strength."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValidationError("weight must be a finite number")
+    if not 0.0 <= value <= MAX_EDGE_WEIGHT:
+        raise ValidationError(f"weight must be between 0 and {MAX_EDGE_WEIGHT:.0f}")
     return float(value)
 
 

@@ -174,7 +174,13 @@ class Insights:
         found = set(
             (
                 await conn.execute(
-                    text("SELECT id FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids)"),
+                    # FOR KEY SHARE: a concurrent forgetSession waits for this insight to
+                    # commit (and then clears its references), or this waits for the erasure
+                    # and finds the turns gone; never a dangling source id
+                    text(
+                        "SELECT id FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids) "
+                        "FOR KEY SHARE"
+                    ),
                     {"ns": self.namespace, "ids": sorted(ids)},
                 )
             ).scalars()

@@ -98,6 +98,12 @@ def parse_date_range(value: str) -> tuple[datetime, datetime]:
     return datetime.combine(start, time.min, UTC), datetime.combine(end, time.max, UTC)
 
 
+# asyncpg stores Python's datetime.min / datetime.max as -infinity / infinity (and reads them
+# back without an offset): stored moments stay a day inside them.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+
+
 def _aware(moment: datetime, field: str) -> datetime:
     """The moment in UTC (naive means UTC); one PostgreSQL can store, else BAD_USER_INPUT."""
     if not isinstance(moment, datetime):
@@ -108,13 +114,21 @@ def _aware(moment: datetime, field: str) -> datetime:
         raise ValidationError(f"{field} is out of range") from exc
 
 
+def _storable(moment: datetime, field: str) -> datetime:
+    """A moment to store: in UTC and a day inside Python's own range (see EARLIEST)."""
+    utc = _aware(moment, field)
+    if not EARLIEST <= utc <= LATEST:
+        raise ValidationError(f"{field} must be between 0001-01-02 and 9999-12-30 (UTC)")
+    return utc
+
+
 def _validated(turn: RawDialogueInput) -> dict[str, Any]:
     return {
         "session_id": require_session_id(turn.session_id),
         "speaker": require_text(turn.speaker, "speaker", max_length=50),
         "content": require_text(turn.content, "content"),
         "metadata": require_json_object(turn.metadata, "metadata"),
-        "timestamp": _aware(turn.timestamp, "timestamp") if turn.timestamp else None,
+        "timestamp": _storable(turn.timestamp, "timestamp") if turn.timestamp else None,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from gql_memory.errors import ValidationError
@@ -89,12 +90,18 @@ def _check_tree(value: Any, field: str, depth: int) -> None:
             _check_tree(item, field, depth + 1)
 
 
+_ID = re.compile(r"[0-9]{1,19}")
+
+
 def require_id(value: Any, field: str = "id") -> int:
-    """Database ids are positive 64-bit integers; GraphQL sends them as strings."""
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"{field} must be a numeric id") from exc
+    """Database ids are positive 64-bit integers; GraphQL sends them as strings. Only plain
+    ASCII digits: no sign, spaces, underscores or other scripts' digits ("1_0", " 1", "١")."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _ID.fullmatch(value):
+        number = int(value)
+    else:
+        raise ValidationError(f"{field} must be a numeric id")
     if not 0 < number < 2**63:
         raise ValidationError(f"{field} must be a positive 64-bit integer")
     return number

@@ -318,6 +318,11 @@ class WorkingMemory:
         lock, so it never races an add's eviction, and advances the decay counter)."""
         item_id = require_id(item_id)
         reason = require_reason(reason)
+        if reason is not ArchiveReason.MANUAL_ARCHIVE:
+            # LRU_EVICTION and DECAY_EVICTION say what the service did; a client cannot claim them
+            raise ValidationError(
+                f"reason must be MANUAL_ARCHIVE: {reason.value} is recorded by the service itself"
+            )
         async with self.db.write() as conn:
             session_id = await self._session_of(conn, item_id)
             await session_event(conn, self.namespace, session_id, self.settings)

@@ -166,7 +166,18 @@ async def test_optional_auth_refuses_anonymous_callers_with_a_foreign_host(
 
 
 @pytest.mark.parametrize(
-    "header", ["X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Forwarded-Host"]
+    "header",
+    [
+        "X-Forwarded-For",
+        "Forwarded",
+        "X-Real-IP",
+        "X-Forwarded-Host",
+        "X-Forwarded-Proto",
+        "X-Client-IP",
+        "True-Client-IP",
+        "CF-Connecting-IP",
+        "Via",
+    ],
 )
 async def test_optional_auth_refuses_anonymous_callers_through_a_proxy(
     api: LiveServer, key_store: ApiKeyStore, header: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -134,3 +135,27 @@ async def test_long_texts_are_indexed_by_their_beginning_and_long_queries_refuse
     assert episode.reflection == long_text
     with pytest.raises(ValidationError, match="query must be at most 10000 characters"):
         await memory.search("x" * 10_001)
+
+
+async def test_an_insight_racing_the_erasure_of_its_sources_never_dangles(memory: Memory) -> None:
+    """addInsight(sourceIds) against forgetSession of the session those turns are in: either
+    the insight is refused (its sources are gone) or it is stored and then cleaned."""
+    for trial in range(8):
+        session = f"race-{trial}"
+        turns = [(await memory.raw.store(session, "user", f"turn {i}")).id for i in range(3)]
+
+        async def add() -> None:
+            try:
+                await memory.insights.add(f"insight {trial}", turns)
+            except ValidationError as exc:
+                assert "Unknown sourceIds" in str(exc)
+
+        await asyncio.gather(add(), memory.forget_session(session))
+        async with memory.db.read() as conn:
+            dangling = await conn.scalar(
+                text(
+                    "SELECT count(*) FROM insights i, unnest(i.source_ids) s "
+                    "WHERE NOT EXISTS (SELECT 1 FROM raw_dialogue r WHERE r.id = s)"
+                )
+            )
+        assert dangling == 0, trial
