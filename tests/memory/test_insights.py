@@ -144,13 +144,13 @@ async def test_an_insight_racing_the_erasure_of_its_sources_never_dangles(memory
         session = f"race-{trial}"
         turns = [(await memory.raw.store(session, "user", f"turn {i}")).id for i in range(3)]
 
-        async def add() -> None:
+        async def add(content: str, sources: list[int]) -> None:
             try:
-                await memory.insights.add(f"insight {trial}", turns)
+                await memory.insights.add(content, sources)
             except ValidationError as exc:
                 assert "Unknown sourceIds" in str(exc)
 
-        await asyncio.gather(add(), memory.forget_session(session))
+        await asyncio.gather(add(f"insight {trial}", turns), memory.forget_session(session))
         async with memory.db.read() as conn:
             dangling = await conn.scalar(
                 text(
