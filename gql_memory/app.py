@@ -13,7 +13,7 @@ from cross_web import HTTPException
 from graphql import ExecutionResult
 from sqlalchemy import text
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
@@ -78,6 +78,12 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
                 response = await self.run(request)
             except HTTPException as exc:  # strawberry's plain-text refusals, as GraphQL JSON
                 response = error_response(exc.status_code, exc.reason, request_id=request_id)
+            except ClientDisconnect:
+                # The body ended early: the client went away mid-request. Nothing ran, nothing
+                # to answer, nothing wrong with the server.
+                log.info("client disconnected before the request body was complete")
+                state.setdefault("error_codes", []).append("BAD_USER_INPUT")
+                return
         if response.status_code in (400, 405, 413, 415):
             state.setdefault("error_codes", []).append("BAD_USER_INPUT")
         await response(scope, receive, send)

@@ -111,3 +111,26 @@ async def test_internal_errors_are_masked_and_logged_with_request_id(
     assert "stale_memory" not in str(error)
     request_id = error["extensions"]["requestId"]
     assert any(request_id in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+async def test_a_truncated_request_body_is_no_server_error(
+    api: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client announces 100 bytes, sends 10 and hangs up: nothing is logged as an error."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    address = urlsplit(api.base_url)
+    with caplog.at_level(logging.INFO):
+        reader, writer = await asyncio.open_connection(address.hostname, address.port)
+        writer.write(
+            b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"query": '
+        )
+        await writer.drain()
+        writer.write_eof()
+        await reader.read()  # the server closes its side; whatever it answers, no 500
+        writer.close()
+        await api.data("{ stats { sessions } }")  # the server is fine
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("disconnected before the request body" in r.getMessage() for r in caplog.records)
