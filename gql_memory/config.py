@@ -289,6 +289,19 @@ class Settings(BaseSettings):
         "is closed with SERVICE_UNAVAILABLE (it resubscribes and refetches) so that it never "
         "holds up anyone else.",
     )
+    max_subscriptions_per_connection: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="Open subscriptions one WebSocket connection may hold.",
+    )
+    max_subscriptions_per_key: int = Field(
+        default=100,
+        ge=1,
+        le=100_000,
+        description="Open subscriptions one API key (or all anonymous callers) may hold per "
+        "server process.",
+    )
     listener_reconnect_min_s: float = Field(
         default=0.5, gt=0.0, le=60.0, description="First retry delay of the LISTEN connection."
     )

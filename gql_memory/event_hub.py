@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from gql_memory.errors import ServiceUnavailableError
+from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.events import EventKind, MemoryEvent
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,10 @@ class HubObserver(Protocol):
     def subscriber_overflowed(self, stream: str) -> None: ...
 
     def event_received(self, event: MemoryEvent) -> None: ...
+
+
+class TooManySubscriptions(ValidationError):
+    """A key holds as many open subscriptions on this process as it may."""
 
 
 class Subscriber:
@@ -84,6 +88,26 @@ class EventHub:
         self.queue_size = queue_size
         self.observer = observer
         self._subscribers: dict[str, set[Subscriber]] = {}
+        self._slots: dict[str, int] = {}
+
+    @contextmanager
+    def slot(self, holder: str, limit: int) -> Iterator[None]:
+        """One of ``holder``'s (an API key's) at most ``limit`` open subscriptions here."""
+        held = self._slots.get(holder, 0)
+        if held >= limit:
+            raise TooManySubscriptions(
+                f"At most {limit} open subscriptions per API key on this server "
+                "(GQL_MEMORY_MAX_SUBSCRIPTIONS_PER_KEY): complete one first"
+            )
+        self._slots[holder] = held + 1
+        try:
+            yield
+        finally:
+            remaining = self._slots[holder] - 1
+            if remaining:
+                self._slots[holder] = remaining
+            else:
+                del self._slots[holder]
 
     @property
     def subscriber_count(self) -> int:

@@ -30,6 +30,8 @@ class Context:
     # Websockets only: re-checks the key before each operation of the long-lived connection.
     refresh_credentials: Callable[[Credentials], Awaitable[Credentials]] | None = None
     events: EventHub | None = None  # live events of this process (subscriptions)
+    # Websockets: one context per connection; its open subscriptions (bounded by a setting).
+    open_subscriptions: int = 0
     _memory: Memory | None = field(default=None, repr=False)
     _loaders: Loaders | None = field(default=None, repr=False)
 

@@ -8,7 +8,8 @@ the hub never hands it another namespace's events. Subscriptions read, never wri
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated
 
@@ -16,7 +17,7 @@ import strawberry
 
 from gql_memory.api.context import Info
 from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
-from gql_memory.errors import ServiceUnavailableError
+from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.event_hub import EventHub
 from gql_memory.memory import events
 from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
@@ -103,6 +104,27 @@ def _hub(info: Info) -> EventHub:
     return hub
 
 
+@contextmanager
+def subscription_slot(info: Info) -> Iterator[None]:
+    """Holds one of the connection's and one of the API key's subscription slots while the
+    stream is open: a client cannot make every write fan out to thousands of its streams."""
+    context = info.context
+    settings = context.settings
+    if context.open_subscriptions >= settings.max_subscriptions_per_connection:
+        raise ValidationError(
+            f"At most {settings.max_subscriptions_per_connection} subscriptions per connection "
+            "(GQL_MEMORY_MAX_SUBSCRIPTIONS_PER_CONNECTION): complete one first"
+        )
+    principal = context.credentials.principal
+    key = f"key:{principal.key_id}" if principal and principal.key_id else "anonymous"
+    with _hub(info).slot(key, settings.max_subscriptions_per_key):
+        context.open_subscriptions += 1
+        try:
+            yield
+        finally:
+            context.open_subscriptions -= 1
+
+
 @strawberry.type(description="Live streams of memory events (graphql-transport-ws).")
 class MemorySubscriptions:
     @strawberry.subscription(
@@ -124,7 +146,10 @@ class MemorySubscriptions:
             )
 
         stream = "workingMemoryChanged"
-        with _hub(info).subscribe(caller_namespace(info), wants, stream) as subscriber:
+        with (
+            subscription_slot(info),
+            _hub(info).subscribe(caller_namespace(info), wants, stream) as subscriber,
+        ):
             async for event in subscriber:
                 yield WorkingMemoryChange(
                     event=MemoryEvent.from_domain(event), session_id=session_id
@@ -147,6 +172,9 @@ class MemorySubscriptions:
         def wants(event: events.MemoryEvent) -> bool:
             return wanted is None or event.kind in wanted or event.kind is EventKind.RESYNC
 
-        with _hub(info).subscribe(caller_namespace(info), wants, "memoryEvents") as subscriber:
+        with (
+            subscription_slot(info),
+            _hub(info).subscribe(caller_namespace(info), wants, "memoryEvents") as subscriber,
+        ):
             async for event in subscriber:
                 yield MemoryEvent.from_domain(event)
