@@ -221,7 +221,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         metrics.instrument_pool(db.engine, settings)
         embedder = InstrumentedEmbedder(make_provider(settings), metrics)
         # Live events: this process's subscribers, fed by its one LISTEN connection.
-        hub = EventHub(settings.subscriber_queue_size, observer=metrics)
+        verifier = KeyVerifier.for_settings(db, settings)
+        # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its open
+        # subscriptions and its cached verdict at once.
+        hub = EventHub(
+            settings.subscriber_queue_size, observer=metrics, on_key_revoked=verifier.forget_key
+        )
         listener = EventListener(url, hub, settings, observer=metrics)
         live = settings.live_events
         try:
@@ -236,9 +241,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.embedder = embedder
             app.state.event_hub = hub if live else None
             app.state.metrics = metrics
-            app.state.authenticator = Authenticator(
-                settings, KeyVerifier.for_settings(db, settings)
-            )
+            app.state.authenticator = Authenticator(settings, verifier)
             log.info("serving; API keys %s", auth_mode(settings))
             yield
         finally:

@@ -33,6 +33,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import api_keys
 from gql_memory.errors import ConfigurationError, NotFoundError, ValidationError
 from gql_memory.memory import DEFAULT_NAMESPACE
+from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.validation import check_storable, require_id
 
 AuthMode = Literal["required", "optional"]
@@ -190,6 +191,10 @@ class ApiKeyStore:
                     .returning(*api_keys.c)
                 )
             ).first()
+            if row is not None:
+                await publish(
+                    conn, MemoryEvent(EventKind.KEY_REVOKED, row.namespace, ids=(key_id,))
+                )
         if row is None:
             raise NotFoundError(f"API key {key_id} not found")
         return ApiKey.from_row(row)
@@ -245,6 +250,12 @@ class KeyVerifier:
         if not looks_like_key(secret):
             return None
         return await self.verify_hash(hash_secret(secret))
+
+    def forget_key(self, key_id: int) -> None:
+        """Drop the cached verdicts of a key (it was revoked on some server)."""
+        for digest, (_, principal) in list(self._verdicts.items()):
+            if principal is not None and principal.key_id == key_id:
+                del self._verdicts[digest]
 
     async def verify_hash(self, digest: str) -> Principal | None:
         """``verify`` for a key already hashed (re-checking a long-lived connection)."""

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from gql_memory.errors import ServiceUnavailableError, ValidationError
+from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError, ValidationError
 from gql_memory.memory.events import EventKind, MemoryEvent
 
 log = logging.getLogger(__name__)
@@ -42,15 +42,35 @@ class TooManySubscriptions(ValidationError):
     """A key holds as many open subscriptions on this process as it may."""
 
 
+class SubscriptionRevoked(UnauthenticatedError):
+    """The API key behind the subscription was revoked."""
+
+
 class Subscriber:
     """One subscription's queue; iterate it to receive its events in order."""
 
-    def __init__(self, namespace: str, wants: EventFilter, stream: str, queue_size: int) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        wants: EventFilter,
+        stream: str,
+        queue_size: int,
+        key_id: int | None = None,
+    ) -> None:
         self.namespace = namespace
         self.wants = wants
         self.stream = stream
+        self.key_id = key_id
         self.queue: asyncio.Queue[MemoryEvent | None] = asyncio.Queue(maxsize=queue_size)
         self.overflowed = False
+        self.revoked = False
+
+    def revoke(self) -> None:
+        """Ends the stream at once: nothing queued is delivered any more."""
+        self.revoked = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
 
     def offer(self, event: MemoryEvent) -> bool:
         """Queue the event without waiting; False (and overflowed) when the queue is full."""
@@ -65,9 +85,13 @@ class Subscriber:
         return self
 
     async def __anext__(self) -> MemoryEvent:
+        if self.revoked:
+            raise SubscriptionRevoked("The API key of this subscription was revoked")
         if self.overflowed:
             raise self._overflow_error()
         event = await self.queue.get()
+        if self.revoked:
+            raise SubscriptionRevoked("The API key of this subscription was revoked")
         if self.overflowed:  # it overflowed while this task was waking up: events are lost
             raise self._overflow_error()
         if event is None:  # the hub closed (server shutting down)
@@ -84,9 +108,15 @@ class Subscriber:
 class EventHub:
     """Subscribers of this process by namespace; events of other namespaces never reach them."""
 
-    def __init__(self, queue_size: int, observer: HubObserver | None = None) -> None:
+    def __init__(
+        self,
+        queue_size: int,
+        observer: HubObserver | None = None,
+        on_key_revoked: Callable[[int], None] | None = None,
+    ) -> None:
         self.queue_size = queue_size
         self.observer = observer
+        self.on_key_revoked = on_key_revoked
         self._subscribers: dict[str, set[Subscriber]] = {}
         self._slots: dict[str, int] = {}
 
@@ -109,16 +139,29 @@ class EventHub:
             else:
                 del self._slots[holder]
 
+    def _revoke(self, event: MemoryEvent) -> None:
+        revoked = set(event.ids)
+        for subscriber in list(self._subscribers.get(event.namespace, ())):
+            if subscriber.key_id in revoked:
+                subscriber.revoke()
+        if self.on_key_revoked:
+            for key_id in revoked:
+                self.on_key_revoked(key_id)
+
     @property
     def subscriber_count(self) -> int:
         return sum(len(s) for s in self._subscribers.values())
 
     @contextmanager
     def subscribe(
-        self, namespace: str, wants: EventFilter = lambda _: True, stream: str = "memoryEvents"
+        self,
+        namespace: str,
+        wants: EventFilter = lambda _: True,
+        stream: str = "memoryEvents",
+        key_id: int | None = None,
     ) -> Iterator[Subscriber]:
         """Register a subscriber for the block's duration (removed however the block ends)."""
-        subscriber = Subscriber(namespace, wants, stream, self.queue_size)
+        subscriber = Subscriber(namespace, wants, stream, self.queue_size, key_id)
         self._subscribers.setdefault(namespace, set()).add(subscriber)
         if self.observer:
             self.observer.subscription_opened(stream)
@@ -131,6 +174,9 @@ class EventHub:
 
     def publish(self, event: MemoryEvent) -> None:
         """Offer the event to every interested subscriber of its namespace; never waits."""
+        if event.kind is EventKind.KEY_REVOKED:
+            self._revoke(event)
+            return
         if self.observer:
             self.observer.event_received(event)
         for subscriber in list(self._subscribers.get(event.namespace, ())):

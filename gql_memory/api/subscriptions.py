@@ -8,7 +8,9 @@ the hub never hands it another namespace's events. Subscriptions read, never wri
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterator
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated
@@ -17,8 +19,8 @@ import strawberry
 
 from gql_memory.api.context import Info
 from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
-from gql_memory.errors import ServiceUnavailableError, ValidationError
-from gql_memory.event_hub import EventHub
+from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError, ValidationError
+from gql_memory.event_hub import EventHub, Subscriber, SubscriptionRevoked
 from gql_memory.memory import events
 from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
 from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason
@@ -104,6 +106,50 @@ def _hub(info: Info) -> EventHub:
     return hub
 
 
+def caller_key(info: Info) -> int | None:
+    principal = info.context.credentials.principal
+    return principal.key_id if principal is not None else None
+
+
+async def delivered(info: Info, subscriber: Subscriber) -> AsyncIterator[events.MemoryEvent]:
+    """The subscriber's events while its API key stays valid.
+
+    A revocation arrives as KEY_REVOKED through the hub and ends the stream before any later
+    write. As a fallback (a LISTEN outage), the key is also re-checked whenever the stream
+    has been idle for the key cache's TTL. Either way the WebSocket is closed with 4403.
+    """
+    context = info.context
+    interval = context.settings.api_key_cache_ttl_s
+    events_iter = subscriber.__aiter__()
+    while True:
+        try:
+            if context.refresh_credentials is None or context.credentials.principal is None:
+                event = await events_iter.__anext__()
+            else:
+                event = await asyncio.wait_for(events_iter.__anext__(), timeout=interval)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            context.credentials = await context.refresh_credentials(context.credentials)
+            if context.credentials.principal is None:
+                await _close_revoked(info)
+                return
+            continue
+        except SubscriptionRevoked:
+            await _close_revoked(info)
+            return
+        yield event
+
+
+async def _close_revoked(info: Info) -> None:
+    request = info.context.request
+    close = getattr(request, "close", None)
+    if close is not None:
+        with contextlib.suppress(RuntimeError):  # already closing
+            await close(code=4403, reason="API key revoked")
+    raise UnauthenticatedError("The API key of this subscription was revoked")
+
+
 @contextmanager
 def subscription_slot(info: Info) -> Iterator[None]:
     """Holds one of the connection's and one of the API key's subscription slots while the
@@ -148,9 +194,11 @@ class MemorySubscriptions:
         stream = "workingMemoryChanged"
         with (
             subscription_slot(info),
-            _hub(info).subscribe(caller_namespace(info), wants, stream) as subscriber,
+            _hub(info).subscribe(
+                caller_namespace(info), wants, stream, caller_key(info)
+            ) as subscriber,
         ):
-            async for event in subscriber:
+            async for event in delivered(info, subscriber):
                 yield WorkingMemoryChange(
                     event=MemoryEvent.from_domain(event), session_id=session_id
                 )
@@ -174,7 +222,9 @@ class MemorySubscriptions:
 
         with (
             subscription_slot(info),
-            _hub(info).subscribe(caller_namespace(info), wants, "memoryEvents") as subscriber,
+            _hub(info).subscribe(
+                caller_namespace(info), wants, "memoryEvents", caller_key(info)
+            ) as subscriber,
         ):
-            async for event in subscriber:
+            async for event in delivered(info, subscriber):
                 yield MemoryEvent.from_domain(event)

@@ -58,6 +58,10 @@ class EventKind(enum.Enum):
     # Not published by writes: a server emits it locally to its subscribers after its LISTEN
     # connection was lost and re-established, because events may have been missed meanwhile.
     RESYNC = "RESYNC"
+    # Published by `keys revoke`, never delivered: every server closes the key's subscriptions
+    # and forgets its cached verdict. Writes committed after the revocation are notified after
+    # it (PostgreSQL keeps commit order), so none of them reaches a revoked subscriber.
+    KEY_REVOKED = "KEY_REVOKED"
 
 
 # The kinds that change a session's working memory (what workingMemoryChanged delivers).

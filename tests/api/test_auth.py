@@ -10,6 +10,7 @@ from httpx_ws import WebSocketDisconnect, aconnect_ws
 
 from gql_memory.auth import ApiKeyStore
 from tests.conftest import KEY_CACHE_TTL_S, LiveServer
+from tests.live import wait_for_subscriptions
 
 ADD = 'mutation { addWorkingMemory(input: {content: "hello", sessionId: "s"}) { addedId } }'
 COUNT = "{ stats { workingMemory } }"
@@ -263,6 +264,42 @@ async def test_websocket_errors_carry_codes_like_http(
     assert (error["message"], error["extensions"]["code"]) == (
         "id must be a numeric id",
         "BAD_USER_INPUT",
+    )
+
+
+async def test_revoking_a_key_closes_its_open_subscriptions_before_any_later_write(
+    secure_api: LiveServer, key_store: ApiKeyStore
+) -> None:
+    """Issue 11: a subscription opened before `keys revoke` kept delivering for seconds. Now
+    the revocation reaches every server through LISTEN ahead of any later write."""
+    reader = await key_store.create("tenant-a", "read")
+    writer = await new_key(key_store, "read,write")
+    messages: list[dict[str, Any]] = []
+    code = None
+    async with aconnect_ws(
+        f"{secure_api.base_url}/graphql", secure_api.client, subprotocols=["graphql-transport-ws"]
+    ) as ws:
+        await ws.send_json({"type": "connection_init", "payload": {"apiKey": reader.secret}})
+        assert (await asyncio.wait_for(ws.receive_json(), 5))["type"] == "connection_ack"
+        await ws.send_json(
+            {"id": "1", "type": "subscribe", "payload": {"query": "subscription { memoryEvents "
+             "{ kind itemId } }"}}
+        )  # fmt: skip
+        await wait_for_subscriptions(secure_api.client, secure_api.base_url, "memoryEvents")
+        await secure_api.with_key(writer).data(ADD)  # before: delivered
+        messages.append(await asyncio.wait_for(ws.receive_json(), 5))
+        await key_store.revoke(reader.key.id)
+        for _ in range(3):  # after: never delivered
+            await secure_api.with_key(writer).data(ADD)
+        try:
+            while True:
+                messages.append(await asyncio.wait_for(ws.receive_json(), 5))
+        except WebSocketDisconnect as closed:
+            code = closed.code
+    assert code == 4403
+    delivered = [m for m in messages if m["type"] == "next" and m["payload"].get("data")]
+    assert len(delivered) == 1 and delivered[0]["payload"]["data"]["memoryEvents"]["kind"] == (
+        "ADDED"
     )
 
 
