@@ -114,20 +114,20 @@ async def memory(db: Database, settings: Settings) -> AsyncIterator[Memory]:
     yield Memory(db, settings)
 
 
+async def data_tables(conn: Any) -> list[str]:
+    """The tables that hold memories (all but the schema version and embedding config)."""
+    found = await conn.execute(
+        text(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+            "AND tablename NOT IN ('alembic_version', 'embedding_config') ORDER BY tablename"
+        )
+    )
+    return list(found.scalars().all())
+
+
 async def truncate_all(db: Database) -> None:
     async with db.write() as conn:
-        tables = (
-            (
-                await conn.execute(
-                    text(
-                        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                        "AND tablename NOT IN ('alembic_version', 'embedding_config')"
-                    )
-                )
-            )
-            .scalars()
-            .all()
-        )
+        tables = await data_tables(conn)
         await conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
 
 

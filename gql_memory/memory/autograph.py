@@ -83,10 +83,20 @@ def speaker_entity(speaker: str) -> str | None:
     return name[:MAX_ENTITY_CHARS]
 
 
+# Entity nodes named by a batch, upserted (so concurrent batches naming the same entity share
+# it) in name order (so they take their row locks in one order and never deadlock).
+ENTITY_NODES = """entity_nodes AS (
+    INSERT INTO nodes (namespace, label, name, properties)
+    SELECT DISTINCT :ns, 'Entity', e.name, CAST('{"auto": true}' AS jsonb)
+    FROM unnest(CAST(:entity_names AS text[])) AS e(name) ORDER BY e.name
+    ON CONFLICT (namespace, label, name) DO UPDATE SET name = EXCLUDED.name
+    RETURNING id, name
+)"""
+
 # One statement: nodes for the new turns, NEXT from each turn's predecessor in its session
 # (a turn stored earlier, or one of this batch), entity nodes (upserted, so concurrent
 # batches naming the same entity share it) and the SPOKEN_BY / MENTIONS edges.
-LINK_TURNS_SQL = """
+LINK_TURNS_SQL = f"""
 WITH new_turns AS (
     SELECT r.id, r.session_id, r."timestamp" FROM raw_dialogue r
     WHERE r.namespace = :ns AND r.id = ANY(CAST(:ids AS bigint[]))
@@ -116,13 +126,7 @@ all_turn_nodes AS (
     WHERE n.namespace = :ns AND n.label = 'Turn'
       AND n.raw_id IN (SELECT previous_raw_id FROM predecessors)
 ),
-entity_nodes AS (
-    INSERT INTO nodes (namespace, label, name, properties)
-    SELECT DISTINCT :ns, 'Entity', e.name, CAST('{"auto": true}' AS jsonb)
-    FROM unnest(CAST(:entity_names AS text[])) AS e(name) ORDER BY e.name
-    ON CONFLICT (namespace, label, name) DO UPDATE SET name = EXCLUDED.name
-    RETURNING id, name
-),
+{ENTITY_NODES},
 links AS (
     SELECT prev.id AS source_id, cur.id AS target_id, 'NEXT' AS relation
     FROM predecessors p
@@ -136,26 +140,20 @@ links AS (
     JOIN entity_nodes en ON en.name = m.name
 )
 INSERT INTO edges (namespace, source_id, target_id, relation, properties)
-SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{"auto": true}' AS jsonb)
+SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{{"auto": true}}' AS jsonb)
 FROM links WHERE source_id <> target_id
 ON CONFLICT DO NOTHING
 """
 
-LINK_INSIGHTS_SQL = """
+LINK_INSIGHTS_SQL = f"""
 WITH insight_nodes AS (
     INSERT INTO nodes (namespace, label, name, properties, insight_id)
-    SELECT :ns, 'Insight', CAST(u.id AS text), CAST('{"auto": true}' AS jsonb), u.id
+    SELECT :ns, 'Insight', CAST(u.id AS text), CAST('{{"auto": true}}' AS jsonb), u.id
     FROM unnest(CAST(:ids AS bigint[])) AS u(id) ORDER BY u.id
     ON CONFLICT (namespace, label, name) DO UPDATE SET insight_id = EXCLUDED.insight_id
     RETURNING id, insight_id
 ),
-entity_nodes AS (
-    INSERT INTO nodes (namespace, label, name, properties)
-    SELECT DISTINCT :ns, 'Entity', e.name, CAST('{"auto": true}' AS jsonb)
-    FROM unnest(CAST(:entity_names AS text[])) AS e(name) ORDER BY e.name
-    ON CONFLICT (namespace, label, name) DO UPDATE SET name = EXCLUDED.name
-    RETURNING id, name
-)
+{ENTITY_NODES}
 ,
 links AS (
     SELECT inn.id AS source_id, en.id AS target_id, 'MENTIONS' AS relation
@@ -170,7 +168,7 @@ links AS (
     JOIN nodes tn ON tn.namespace = :ns AND tn.label = 'Turn' AND tn.raw_id = s.raw_id
 )
 INSERT INTO edges (namespace, source_id, target_id, relation, properties)
-SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{"auto": true}' AS jsonb)
+SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{{"auto": true}}' AS jsonb)
 FROM links
 ON CONFLICT DO NOTHING
 """

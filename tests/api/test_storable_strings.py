@@ -29,7 +29,7 @@ from sqlalchemy import text
 from gql_memory.api.schema import build_schema
 from gql_memory.api.storable_strings import document_strings, value_strings
 from gql_memory.db import Database
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, data_tables
 
 SCHEMA = build_schema()._schema
 BAD_STRINGS = {"nul": "bad\x00value", "surrogate": "bad\ud800value"}
@@ -154,19 +154,10 @@ def encode(body: dict[str, Any]) -> bytes:
 
 async def table_rows(db: Database) -> dict[str, int]:
     async with db.read() as conn:
-        tables = (
-            (
-                await conn.execute(
-                    text(
-                        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                        "AND tablename NOT IN ('alembic_version', 'embedding_config')"
-                    )
-                )
-            )
-            .scalars()
-            .all()
-        )
-        return {t: int(await conn.scalar(text(f"SELECT count(*) FROM {t}")) or 0) for t in tables}
+        return {
+            t: int(await conn.scalar(text(f"SELECT count(*) FROM {t}")) or 0)
+            for t in await data_tables(conn)
+        }
 
 
 async def test_no_string_with_nul_or_a_lone_surrogate_reaches_sql(
