@@ -17,6 +17,7 @@ from strawberry.types import ExecutionContext
 
 from gql_memory.api.auth import ScopeGuard
 from gql_memory.api.context_query import ContextQueries
+from gql_memory.api.cost import QueryCost
 from gql_memory.api.errors import annotate, log_errors
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
@@ -97,6 +98,7 @@ def build_schema(
         lambda: QueryDepthLimit(settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: AliasLimit(settings.max_aliases),
+        lambda: QueryCost(settings.max_query_cost, settings.default_page_size),
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,
         SubscriptionsOverWebSocket,

@@ -1,0 +1,199 @@
+"""The cost of an operation, computed before it runs, and a limit on it.
+
+Depth, alias and token limits bound the *document*; nested lists multiply the *work*: 30
+aliases of `nodes(first: 1000) { edges(first: 1000) { ... } }` pass them all and ask for
+tens of millions of objects. Cost counts the objects a query can return:
+
+- every field costs 1, times the number of times its parent can occur;
+- a list or connection field multiplies what is under it by its bound: its `first` or `topK`
+  argument (the value sent, or the argument's default; a connection without `first` is a page
+  of GQL_MEMORY_DEFAULT_PAGE_SIZE), and a list without such an argument by the default page
+  size too, except the `edges` list inside a connection, which its `first` already counted;
+- a fragment is measured once and multiplied at every spread (linear time, whatever the
+  fragments spread).
+
+Above GQL_MEMORY_MAX_QUERY_COST the operation is refused with BAD_USER_INPUT stating the cost
+and the limit; every response reports `extensions.cost` ({requested, limit}).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    VariableNode,
+    get_named_type,
+)
+from strawberry.extensions import SchemaExtension
+
+from gql_memory.errors import ValidationError
+
+BOUND_ARGUMENTS = ("first", "topK")
+# A bound larger than this is refused by the resolvers anyway; it must not overflow the count.
+MAX_BOUND = 1_000_000
+
+
+def _is_list(kind: GraphQLOutputType) -> bool:
+    if isinstance(kind, GraphQLNonNull):
+        kind = kind.of_type
+    return isinstance(kind, GraphQLList)
+
+
+class _CostWalk:
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        fragments: dict[str, FragmentDefinitionNode],
+        variables: Mapping[str, Any],
+        page_size: int,
+    ) -> None:
+        self.schema = schema
+        self.fragments = fragments
+        self.variables = variables
+        self.page_size = page_size
+        self.done: dict[str, int] = {}
+        self.in_progress: set[str] = set()
+
+    def selection_set(
+        self, parent: GraphQLObjectType | None, selection_set: SelectionSetNode
+    ) -> int:
+        """The cost of one occurrence of ``parent`` with this selection."""
+        total = 0
+        for selection in selection_set.selections:
+            if isinstance(selection, FieldNode):
+                total += self.field(parent, selection)
+            elif isinstance(selection, InlineFragmentNode):
+                condition = selection.type_condition
+                kind = self.schema.get_type(condition.name.value) if condition else parent
+                total += self.selection_set(
+                    kind if isinstance(kind, GraphQLObjectType) else parent,
+                    selection.selection_set,
+                )
+            elif isinstance(selection, FragmentSpreadNode):
+                total += self.fragment(selection.name.value)
+        return total
+
+    def fragment(self, name: str) -> int:
+        if name in self.done:
+            return self.done[name]
+        definition = self.fragments.get(name)
+        if definition is None or name in self.in_progress:
+            return 0  # unknown fragment or a cycle: graphql-core's validation reports those
+        self.in_progress.add(name)
+        kind = self.schema.get_type(definition.type_condition.name.value)
+        cost = self.selection_set(
+            kind if isinstance(kind, GraphQLObjectType) else None, definition.selection_set
+        )
+        self.in_progress.discard(name)
+        self.done[name] = cost
+        return cost
+
+    def field(self, parent: GraphQLObjectType | None, node: FieldNode) -> int:
+        name = node.name.value
+        if name.startswith("__") or parent is None or name not in parent.fields:
+            return 0  # introspection (bounded by the token limit) or unknown (validation)
+        definition = parent.fields[name]
+        named = get_named_type(definition.type)
+        child = named if isinstance(named, GraphQLObjectType) else None
+        if node.selection_set is None or child is None:
+            return 1
+        multiplier = self.bound(parent, node, definition)
+        return 1 + multiplier * self.selection_set(child, node.selection_set)
+
+    def bound(self, parent: GraphQLObjectType, node: FieldNode, definition: Any) -> int:
+        """How many objects this field can return per occurrence of its parent."""
+        named = get_named_type(definition.type)
+        for argument in BOUND_ARGUMENTS:
+            if argument in definition.args:
+                return self.argument(node, argument, definition.args[argument].default_value)
+        if _is_list(definition.type):
+            if parent.name.endswith("Connection"):
+                return 1  # a connection's edges: counted by its `first`
+            return self.page_size
+        if named.name.endswith("Connection"):
+            return self.page_size
+        return 1
+
+    def argument(self, node: FieldNode, name: str, default: Any) -> int:
+        value: Any = default
+        for argument in node.arguments or ():
+            if argument.name.value != name:
+                continue
+            if isinstance(argument.value, IntValueNode):
+                value = int(argument.value.value)
+            elif isinstance(argument.value, VariableNode):
+                value = self.variables.get(argument.value.name.value, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value is None:
+            return self.page_size
+        return max(1, min(value, MAX_BOUND))
+
+
+def operation_cost(
+    schema: GraphQLSchema,
+    document: Any,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+    page_size: int,
+) -> int:
+    """The cost of the operation the request runs (see the module's docstring)."""
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+    chosen = [
+        o
+        for o in operations
+        if operation_name is None or (o.name and o.name.value == operation_name)
+    ]
+    if not chosen:
+        return 0
+    operation = chosen[0]
+    root = schema.get_root_type(operation.operation)
+    walk = _CostWalk(schema, fragments, variables or {}, page_size)
+    return walk.selection_set(root, operation.selection_set)
+
+
+class QueryCost(SchemaExtension):
+    """Refuses operations over GQL_MEMORY_MAX_QUERY_COST; reports every operation's cost."""
+
+    def __init__(self, limit: int, page_size: int) -> None:
+        self.limit = limit
+        self.page_size = page_size
+        self.cost: int | None = None
+
+    def on_execute(self) -> Iterator[None]:
+        execution = self.execution_context
+        document = execution.graphql_document
+        if document is not None:
+            self.cost = operation_cost(
+                execution.schema._schema,
+                document,
+                getattr(execution, "_provided_operation_name", None),
+                execution.variables,
+                self.page_size,
+            )
+            if self.cost > self.limit:
+                raise ValidationError(
+                    f"Query cost {self.cost} exceeds the limit of {self.limit} "
+                    "(GQL_MEMORY_MAX_QUERY_COST): ask for smaller pages (first, topK) or fewer "
+                    "nested lists"
+                )
+        yield
+
+    def get_results(self) -> dict[str, Any]:
+        if self.cost is None:
+            return {}
+        return {"cost": {"requested": self.cost, "limit": self.limit}}

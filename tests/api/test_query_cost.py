@@ -1,0 +1,50 @@
+"""The query cost limit (issue 11's second reproducer): nested connections multiply."""
+
+from __future__ import annotations
+
+from tests.conftest import LiveServer
+
+FRAGMENT = "fragment F on Node { edges(first: 1000) { source { id name } target { id name } } }"
+REPRODUCER = (
+    "{ "
+    + " ".join(f"a{i}: nodes(first: 1000) {{ edges {{ node {{ ...F }} }} }}" for i in range(30))
+    + " } "
+    + FRAGMENT
+)
+
+
+async def test_the_nested_connections_reproducer_is_refused_before_it_runs(
+    api: LiveServer,
+) -> None:
+    error = await api.error(REPRODUCER)
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert error["message"].startswith("Query cost 180090030 exceeds the limit of 100000")
+
+
+async def test_every_response_reports_its_cost(api: LiveServer) -> None:
+    response = await api.client.post(
+        "/graphql",
+        json={"query": "{ nodes(first: 50) { edges { node { id name } } } stats { sessions } }"},
+    )
+    body = response.json()
+    assert "errors" not in body
+    # nodes 1 + 50 x (edges 1 + node 1 + id 1 + name 1), stats 1 + sessions 1
+    assert body["extensions"]["cost"] == {"requested": 1 + 50 * 4 + 2, "limit": 100_000}
+
+
+async def test_variables_count_as_sent(api: LiveServer) -> None:
+    query = "query($n: Int) { nodes(first: $n) { edges { node { id } } } }"
+    small = await api.client.post("/graphql", json={"query": query, "variables": {"n": 10}})
+    assert small.json()["extensions"]["cost"]["requested"] == 1 + 10 * 3
+    page = await api.client.post("/graphql", json={"query": query, "variables": {}})
+    assert page.json()["extensions"]["cost"]["requested"] == 1 + 100 * 3  # the default page
+
+
+async def test_fragments_that_spread_each_other_are_measured_once(api: LiveServer) -> None:
+    """Exponential to expand (2^25 paths), linear to measure: refused by depth or cost."""
+    fragments = (
+        " ".join(f"fragment F{i} on Node {{ ...F{i + 1} ...F{i + 1} }}" for i in range(25))
+        + " fragment F25 on Node { id }"
+    )
+    error = await api.error("{ nodes(first: 1) { edges { node { ...F0 } } } } " + fragments)
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
