@@ -259,7 +259,7 @@ class Settings(BaseSettings):
     max_query_tokens: int = Field(default=2000, ge=10)
     max_aliases: int = Field(default=30, ge=1)
     max_query_cost: int = Field(
-        default=100_000,
+        default=200_000,
         ge=1,
         description="Largest operation cost: the objects it can return, nested list bounds "
         "multiplied (see gql_memory.api.cost); above it the operation is refused.",

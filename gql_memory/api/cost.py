@@ -9,8 +9,9 @@ tens of millions of objects. Cost counts the objects a query can return:
   argument (the value sent, or the argument's default; a connection without `first` is a page
   of GQL_MEMORY_DEFAULT_PAGE_SIZE), and a list without such an argument by the default page
   size too, except the `edges` list inside a connection, which its `first` already counted;
-- a fragment is measured once and multiplied at every spread (linear time, whatever the
-  fragments spread).
+- fields GraphQL merges (the same response key, through fragments or repeated) count once, at
+  their most expensive occurrence; a fragment is measured once, whatever spreads it (linear
+  time: fragments that spread each other twice do not make 2^n paths).
 
 Above GQL_MEMORY_MAX_QUERY_COST the operation is refused with BAD_USER_INPUT stating the cost
 and the limit; every response reports `extensions.cost` ({requested, limit}).
@@ -40,8 +41,22 @@ from graphql import (
 from strawberry.extensions import SchemaExtension
 
 from gql_memory.errors import ValidationError
+from gql_memory.memory.graph import MAX_DEPTH
+from gql_memory.memory.insights import MAX_SOURCE_IDS
 
 BOUND_ARGUMENTS = ("first", "topK")
+# Lists without a page argument whose length the domain bounds (a path has at most MAX_DEPTH
+# edges, an insight at most MAX_SOURCE_IDS sources, a context four sections). Working-memory
+# lists are bounded by the capacity setting; any other list counts as a default page.
+KNOWN_LIST_BOUNDS: dict[tuple[str, str], int] = {
+    ("Neighbor", "path"): MAX_DEPTH + 1,
+    ("Neighbor", "edges"): MAX_DEPTH,
+    ("GraphPath", "nodes"): MAX_DEPTH + 1,
+    ("GraphPath", "edges"): MAX_DEPTH,
+    ("Insight", "sources"): MAX_SOURCE_IDS,
+    ("Context", "sections"): 4,
+}
+WORKING_MEMORY_LISTS = frozenset({("Query", "workingMemory"), ("WorkingMemoryChange", "items")})
 # A bound larger than this is refused by the resolvers anyway; it must not overflow the count.
 MAX_BOUND = 1_000_000
 
@@ -59,47 +74,61 @@ class _CostWalk:
         fragments: dict[str, FragmentDefinitionNode],
         variables: Mapping[str, Any],
         page_size: int,
+        capacity: int,
     ) -> None:
         self.schema = schema
         self.fragments = fragments
         self.variables = variables
         self.page_size = page_size
-        self.done: dict[str, int] = {}
+        self.capacity = capacity
+        self.done: dict[str, dict[str, int]] = {}
         self.in_progress: set[str] = set()
 
     def selection_set(
         self, parent: GraphQLObjectType | None, selection_set: SelectionSetNode
     ) -> int:
         """The cost of one occurrence of ``parent`` with this selection."""
-        total = 0
+        return sum(self.fields(parent, selection_set).values())
+
+    def fields(
+        self, parent: GraphQLObjectType | None, selection_set: SelectionSetNode
+    ) -> dict[str, int]:
+        """Cost per response key. Fields with the same key are merged by GraphQL into one
+        (resolved once), so a key costs its most expensive occurrence, not their sum."""
+        found: dict[str, int] = {}
         for selection in selection_set.selections:
             if isinstance(selection, FieldNode):
-                total += self.field(parent, selection)
+                key = selection.alias.value if selection.alias else selection.name.value
+                part = {key: self.field(parent, selection)}
             elif isinstance(selection, InlineFragmentNode):
                 condition = selection.type_condition
                 kind = self.schema.get_type(condition.name.value) if condition else parent
-                total += self.selection_set(
+                part = self.fields(
                     kind if isinstance(kind, GraphQLObjectType) else parent,
                     selection.selection_set,
                 )
             elif isinstance(selection, FragmentSpreadNode):
-                total += self.fragment(selection.name.value)
-        return total
+                part = self.fragment(selection.name.value)
+            else:
+                continue
+            for key, cost in part.items():
+                found[key] = max(found.get(key, 0), cost)
+        return found
 
-    def fragment(self, name: str) -> int:
+    def fragment(self, name: str) -> dict[str, int]:
         if name in self.done:
             return self.done[name]
         definition = self.fragments.get(name)
         if definition is None or name in self.in_progress:
-            return 0  # unknown fragment or a cycle: graphql-core's validation reports those
+            return {}  # unknown fragment or a cycle: graphql-core's validation reports those
         self.in_progress.add(name)
         kind = self.schema.get_type(definition.type_condition.name.value)
-        cost = self.selection_set(
+        costs = self.fields(
             kind if isinstance(kind, GraphQLObjectType) else None, definition.selection_set
         )
         self.in_progress.discard(name)
-        self.done[name] = cost
-        return cost
+        self.done[name] = costs
+        return costs
 
     def field(self, parent: GraphQLObjectType | None, node: FieldNode) -> int:
         name = node.name.value
@@ -122,7 +151,9 @@ class _CostWalk:
         if _is_list(definition.type):
             if parent.name.endswith("Connection"):
                 return 1  # a connection's edges: counted by its `first`
-            return self.page_size
+            if (parent.name, node.name.value) in WORKING_MEMORY_LISTS:
+                return self.capacity
+            return KNOWN_LIST_BOUNDS.get((parent.name, node.name.value), self.page_size)
         if named.name.endswith("Connection"):
             return self.page_size
         return 1
@@ -147,6 +178,7 @@ def operation_cost(
     operation_name: str | None,
     variables: Mapping[str, Any] | None,
     page_size: int,
+    capacity: int = 10,
 ) -> int:
     """The cost of the operation the request runs (see the module's docstring)."""
     fragments = {
@@ -162,16 +194,17 @@ def operation_cost(
         return 0
     operation = chosen[0]
     root = schema.get_root_type(operation.operation)
-    walk = _CostWalk(schema, fragments, variables or {}, page_size)
+    walk = _CostWalk(schema, fragments, variables or {}, page_size, capacity)
     return walk.selection_set(root, operation.selection_set)
 
 
 class QueryCost(SchemaExtension):
     """Refuses operations over GQL_MEMORY_MAX_QUERY_COST; reports every operation's cost."""
 
-    def __init__(self, limit: int, page_size: int) -> None:
+    def __init__(self, limit: int, page_size: int, capacity: int) -> None:
         self.limit = limit
         self.page_size = page_size
+        self.capacity = capacity
         self.cost: int | None = None
 
     def on_execute(self) -> Iterator[None]:
@@ -184,6 +217,7 @@ class QueryCost(SchemaExtension):
                 getattr(execution, "_provided_operation_name", None),
                 execution.variables,
                 self.page_size,
+                self.capacity,
             )
             if self.cost > self.limit:
                 raise ValidationError(

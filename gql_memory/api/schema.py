@@ -98,7 +98,11 @@ def build_schema(
         lambda: QueryDepthLimit(settings.max_query_depth),
         lambda: MaxTokensLimiter(max_token_count=settings.max_query_tokens),
         lambda: AliasLimit(settings.max_aliases),
-        lambda: QueryCost(settings.max_query_cost, settings.default_page_size),
+        lambda: QueryCost(
+            settings.max_query_cost,
+            settings.default_page_size,
+            settings.working_memory_capacity,
+        ),
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,
         SubscriptionsOverWebSocket,

@@ -8,11 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from gql_memory.api.schema import build_schema
+from gql_memory.config import Settings
 from gql_memory.db import Database
 from tests.conftest import LiveServer
+
+
+@pytest.fixture(scope="module")
+def settings(database_url: str) -> Settings:
+    """Every field, three levels deep, is a very expensive query: this module checks that
+    queries never write, not their cost (tests/api/test_query_cost.py does)."""
+    return Settings(
+        database_url=database_url, db_pool_size=20, db_max_overflow=20, max_query_cost=10**12
+    )
 
 
 async def snapshot(db: Database) -> dict[str, tuple[int, str | None]]:
