@@ -33,6 +33,7 @@ from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
+from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
@@ -112,7 +113,10 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             request_id=scope_state.get("request_id", "-"),
             credentials=credentials,
             build_memory=lambda namespace: Memory(
-                state.db, state.settings, namespace, state.embedder
+                NamespacedDatabase(state.db, namespace, state.fair_share),
+                state.settings,
+                namespace,
+                state.embedder,
             ),
             events=getattr(state, "event_hub", None),
             refresh_credentials=(
@@ -237,6 +241,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if live:
                 await listener.start()
             app.state.db = db
+            app.state.fair_share = FairShare(settings.namespace_slots)
             app.state.settings = settings
             app.state.embedder = embedder
             app.state.event_hub = hub if live else None

@@ -127,6 +127,14 @@ class Settings(BaseSettings):
     )
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
+    namespace_concurrency: int = Field(
+        default=0,
+        ge=0,
+        le=400,
+        description="Database transactions one namespace may run at once per server process "
+        "(0: half the pool, pool size + overflow); a tenant's further requests queue behind "
+        "its own, not in front of other tenants'.",
+    )
     statement_timeout_ms: int = Field(
         default=30_000, ge=0, description="Per-statement timeout in PostgreSQL (0 = none)."
     )
@@ -458,6 +466,11 @@ class Settings(BaseSettings):
                 raise FileNotFoundError(f"{CONFIG_FILE_ENV} points to a missing file: {path}")
             sources.append(config_file_source(settings_cls, path))
         return tuple(sources)
+
+    @property
+    def namespace_slots(self) -> int:
+        """The effective per-namespace transaction limit (see namespace_concurrency)."""
+        return self.namespace_concurrency or max(1, (self.db_pool_size + self.db_max_overflow) // 2)
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated like the originals)."""
