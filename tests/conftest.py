@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -191,13 +192,20 @@ async def start_live_server(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None
     raise RuntimeError("the test server did not start (see the log above)")
 
 
-@pytest_asyncio.fixture(scope="module")
-async def live(settings: Settings) -> AsyncIterator[LiveServer]:
+@asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[LiveServer]:
+    """The real app with these settings on a live uvicorn server, and a client for it."""
     server, task, base_url = await start_live_server(create_app(settings))
     async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
         yield LiveServer(base_url=base_url, client=client)
     server.should_exit = True
     await task
+
+
+@pytest_asyncio.fixture(scope="module")
+async def live(settings: Settings) -> AsyncIterator[LiveServer]:
+    async with serving(settings) as server:
+        yield server
 
 
 @pytest_asyncio.fixture

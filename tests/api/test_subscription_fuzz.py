@@ -7,14 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gql_memory.app import create_app
 from gql_memory.config import Settings
-from tests.conftest import LiveServer, start_live_server
+from tests.conftest import LiveServer, serving
 from tests.graphql_fuzz import response_problems
 from tests.live import GraphQLWS, wait_until_no_subscriptions
 
@@ -66,11 +64,8 @@ def subscription_documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 @pytest_asyncio.fixture(scope="module")
 async def server(settings: Settings) -> AsyncIterator[LiveServer]:
-    uvicorn_server, task, base_url = await start_live_server(create_app(settings))
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield LiveServer(base_url=base_url, client=client)
-    uvicorn_server.should_exit = True
-    await task
+    async with serving(settings) as live:
+        yield live
 
 
 def websocket_problems(message: dict[str, Any]) -> list[str]:

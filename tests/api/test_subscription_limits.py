@@ -9,9 +9,8 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from gql_memory.app import create_app
 from gql_memory.config import Settings
-from tests.conftest import LiveServer, start_live_server
+from tests.conftest import LiveServer, serving
 from tests.live import GraphQLWS, wait_for_subscriptions, wait_until_no_subscriptions
 
 PER_CONNECTION = 3
@@ -21,16 +20,11 @@ STREAM = "subscription { memoryEvents { kind } }"
 
 @pytest_asyncio.fixture(scope="module")
 async def server(settings: Settings) -> AsyncIterator[LiveServer]:
-    app = create_app(
-        settings.with_overrides(
-            max_subscriptions_per_connection=PER_CONNECTION, max_subscriptions_per_key=PER_KEY
-        )
+    limited = settings.with_overrides(
+        max_subscriptions_per_connection=PER_CONNECTION, max_subscriptions_per_key=PER_KEY
     )
-    uvicorn_server, task, base_url = await start_live_server(app)
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-        yield LiveServer(base_url=base_url, client=client)
-    uvicorn_server.should_exit = True
-    await task
+    async with serving(limited) as live:
+        yield live
 
 
 async def test_subscriptions_are_capped_per_connection_and_per_key(server: LiveServer) -> None:
