@@ -37,7 +37,8 @@ from sqlalchemy import text
 from bench.common import percentile
 from gql_memory import MemoryStore, RawDialogueInput
 from gql_memory.config import Settings
-from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings import TextRole
+from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.memory import Memory
 from gql_memory.memory.search import Fusion, SearchWeights
 from gql_memory.memory.vectors import vector_literal
@@ -82,28 +83,6 @@ SELECT r.id FROM raw_dialogue r,
 WHERE r.namespace = :ns AND r.content_tsv @@ k.q
 ORDER BY ts_rank(r.content_tsv, k.q) DESC, r.id LIMIT :n
 """
-
-
-class CachedEmbedder:
-    """Embeds each (role, text) once, so the modes after the first share a query vector."""
-
-    def __init__(self, inner: EmbeddingProvider) -> None:
-        self.inner = inner
-        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
-        self.asymmetry = inner.asymmetry
-        self.cache: dict[tuple[TextRole, str], Vector] = {}
-
-    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
-        if role is TextRole.DOCUMENT:
-            return await self.inner.embed(texts, role=role)
-        missing = [t for t in dict.fromkeys(texts) if (role, t) not in self.cache]
-        if missing:
-            vectors = await self.inner.embed(missing, role=role)
-            self.cache.update(zip([(role, t) for t in missing], vectors, strict=True))
-        return [self.cache[(role, t)] for t in texts]
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def session_time(value: str) -> datetime | None:
@@ -186,7 +165,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
     with tempfile.TemporaryDirectory() as tmp:
         async with MemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root:
             db = root.memory.db
-            embedder = CachedEmbedder(root.memory.embedder)
+            embedder = EmbedOnce(root.memory.embedder)
             plain_settings = settings.with_overrides(embed_raw_context=False)
             for sample in samples:
                 namespace = sample["sample_id"]
@@ -251,7 +230,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
 
 
 async def reference_search(
-    db: Any, settings: Settings, embedder: CachedEmbedder, namespace: str, question: str
+    db: Any, settings: Settings, embedder: EmbedOnce, namespace: str, question: str
 ) -> list[int]:
     [vector] = await embedder.embed([question], role=TextRole.QUERY)
     params = {

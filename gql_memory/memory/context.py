@@ -34,7 +34,8 @@ from gql_memory.config import (
     Settings,
 )
 from gql_memory.db import Database
-from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings import EmbeddingProvider, TextRole
+from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
 from gql_memory.memory.packing import (
@@ -132,26 +133,6 @@ def require_sections(include: Sequence[SectionKind | str]) -> list[SectionKind]:
     return [kind for kind in ALL_SECTIONS if kind in chosen]
 
 
-class _EmbedOnce:
-    """An embedder that embeds each distinct text once: search and episodes share a vector."""
-
-    def __init__(self, inner: EmbeddingProvider) -> None:
-        self.inner = inner
-        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
-        self.asymmetry = inner.asymmetry
-        self._vectors: dict[tuple[TextRole, str], Vector] = {}
-
-    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
-        missing = [t for t in dict.fromkeys(texts) if (role, t) not in self._vectors]
-        if missing:
-            vectors = await self.inner.embed(missing, role=role)
-            self._vectors.update(zip([(role, t) for t in missing], vectors, strict=True))
-        return [self._vectors[(role, t)] for t in texts]
-
-    async def aclose(self) -> None:
-        """The inner embedder belongs to the caller."""
-
-
 class ContextAssembler:
     """Assembles contexts for one namespace."""
 
@@ -192,7 +173,7 @@ class ContextAssembler:
         session_id = require_session_id(session_id)
         max_tokens = require_max_tokens(max_tokens)
         sections = require_sections(include)
-        embedder = _EmbedOnce(self.embedder)
+        embedder = EmbedOnce(self.embedder)
         wants_search = SectionKind.SEARCH in sections or SectionKind.GRAPH in sections
         wants_episodes = SectionKind.EPISODES in sections
         notes: list[str] = []
