@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,11 +29,12 @@ from gql_memory.api.auth import Authenticator, Credentials
 from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
 from gql_memory.api.operation_metrics import OperationMetrics
+from gql_memory.api.rate_limit import RateLimiter
 from gql_memory.api.schema import build_schema
 from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
+from gql_memory.db.embedded import EmbeddedPostgres, login_url, start_embedded
 from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
@@ -51,7 +53,8 @@ JSON_REQUIRED = (
     "POST /graphql needs 'Content-Type: application/json'; form, multipart and text bodies "
     "are refused (a web page could send those cross-site)"
 )
-AUTH_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403}
+# HTTP statuses of operations refused as a whole (data null), by error code.
+REFUSED_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403, "RATE_LIMITED": 429}
 
 
 class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
@@ -76,7 +79,12 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             response = error_response(415, JSON_REQUIRED, request_id=request_id)
         else:
             try:
-                response = await self.run(request)
+                answered = await self._run_while_connected(request, receive)
+                if answered is None:
+                    log.info("client disconnected; its request was cancelled")
+                    state.setdefault("error_codes", []).append("CLIENT_CLOSED")
+                    return
+                response = answered
             except HTTPException as exc:  # strawberry's plain-text refusals, as GraphQL JSON
                 response = error_response(exc.status_code, exc.reason, request_id=request_id)
             except ClientDisconnect:
@@ -88,6 +96,21 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         if response.status_code in (400, 405, 413, 415):
             state.setdefault("error_codes", []).append("BAD_USER_INPUT")
         await response(scope, receive, send)
+
+    async def _run_while_connected(self, request: Request, receive: Receive) -> Response | None:
+        """Run the request; if the client goes away first, cancel it (resolvers, running
+        statements, transactions) and return None once everything has unwound."""
+        await request.body()  # the whole body first (kept by the request for strawberry)
+        work = asyncio.ensure_future(self.run(request))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, gone, return_exceptions=True)
+        return None if work.cancelled() else work.result()
 
     def decode_json(self, data: str | bytes) -> object:
         """Any undecodable body is a 400 (strawberry only catches JSONDecodeError)."""
@@ -119,6 +142,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
                 state.embedder,
             ),
             events=getattr(state, "event_hub", None),
+            rate_limiter=state.rate_limiter,
             refresh_credentials=(
                 state.authenticator.refresh if isinstance(request, WebSocket) else None
             ),
@@ -155,17 +179,27 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
         sub_response: Response,
     ) -> Response:
-        """401 (with WWW-Authenticate) or 403 when the whole operation was refused."""
+        """401 (with WWW-Authenticate), 403 or 429 (with Retry-After) when the whole
+        operation was refused."""
         response = super().create_response(response_data, sub_response)
         if isinstance(response_data, dict) and response_data.get("data") is None:
-            codes = {e["extensions"]["code"] for e in response_data.get("errors", [])}
-            for code, status in AUTH_STATUS.items():
-                if code in codes:
+            errors = {e["extensions"]["code"]: e for e in response_data.get("errors", [])}
+            for code, status in REFUSED_STATUS.items():
+                if code in errors:
                     response.status_code = status
                     if status == 401:
                         response.headers["WWW-Authenticate"] = 'Bearer realm="gql-memory"'
+                    if status == 429:
+                        retry_ms = errors[code]["extensions"].get("retryAfterMs", 1000)
+                        response.headers["Retry-After"] = str(math.ceil(retry_ms / 1000))
                     break
         return response
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client disconnects (the request body has already been read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _is_json(content_type: str) -> bool:
@@ -206,6 +240,40 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
+async def request_url(owner: Database, settings: Settings, url: str, embedded: bool) -> str:
+    """The URL requests connect with: GQL_MEMORY_APP_DATABASE_URL, or on the embedded server
+    a login as the role itself; otherwise DATABASE_URL (its connections SET ROLE at start)."""
+    role = settings.database_role
+    if settings.app_database_url:
+        return settings.app_database_url
+    if embedded:
+        # Only the embedded server's private socket (trust auth) lets this role log in.
+        async with owner.write() as conn:
+            # Workers start together: one at a time, and only if it is still needed.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
+            can_login = await conn.scalar(
+                text("SELECT rolcanlogin FROM pg_roles WHERE rolname = :role"), {"role": role}
+            )
+            if not can_login:
+                await conn.execute(text(f'ALTER ROLE "{role}" LOGIN'))
+        return login_url(url, role)
+    await warn_if_text_search_scans(owner)
+    return url
+
+
+async def warn_if_text_search_scans(owner: Database) -> None:
+    """Say how to fix full-text search scanning under row-level security (see 0007)."""
+    async with owner.read() as conn:
+        leakproof = await conn.scalar(
+            text("SELECT proleakproof FROM pg_proc WHERE oid = 'ts_match_vq'::regproc")
+        )
+    if not leakproof:
+        log.warning(
+            "full-text search cannot use its index under row-level security until a "
+            "superuser runs: ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
+        )
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     """The ASGI app. Without DATABASE_URL the lifespan starts the embedded PostgreSQL."""
     settings = settings or Settings()
@@ -221,27 +289,43 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if url is None:
             embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
             url = embedded.url
-        db = Database.from_url(url, settings)
-        metrics.instrument_pool(db.engine, settings)
         embedder = InstrumentedEmbedder(make_provider(settings), metrics)
-        # Live events: this process's subscribers, fed by its one LISTEN connection.
-        verifier = KeyVerifier.for_settings(db, settings)
-        # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its open
-        # subscriptions and its cached verdict at once.
-        hub = EventHub(
-            settings.subscriber_queue_size, observer=metrics, on_key_revoked=verifier.forget_key
-        )
-        listener = EventListener(url, hub, settings, observer=metrics)
-        live = settings.live_events
+        role = settings.database_role
+        db: Database | None = None
+        listener: EventListener | None = None
+        hub: EventHub | None = None
         try:
-            await upgrade(db, embedder.dim)
-            await verify_embedding_config(db, embedder)
-            await ensure_text_search_config(db, settings.text_search_config)
+            # The owner migrates and checks the configuration; requests run as the
+            # non-superuser role under row-level security (migration 0007).
+            owner = Database.for_maintenance(url, settings)
+            try:
+                await upgrade(owner, embedder.dim, role)
+                await verify_embedding_config(owner, embedder)
+                await ensure_text_search_config(owner, settings.text_search_config)
+                app_url = await request_url(owner, settings, url, embedded is not None)
+            finally:
+                await owner.dispose()
+            db = Database.from_url(app_url, settings, role=role)
+            metrics.instrument_pool(db.engine, settings)
+            verifier = KeyVerifier.for_settings(db, settings)
+            # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its open
+            # subscriptions and its cached verdict at once.
+            hub = EventHub(
+                settings.subscriber_queue_size,
+                observer=metrics,
+                on_key_revoked=verifier.forget_key,
+            )
             log.info(describe(embedder))
+            live = settings.live_events
             if live:
+                # Live events: this process's subscribers, fed by its one LISTEN connection.
+                listener = EventListener(app_url, hub, settings, observer=metrics, role=role)
                 await listener.start()
             app.state.db = db
             app.state.fair_share = FairShare(settings.namespace_slots)
+            app.state.rate_limiter = RateLimiter(
+                settings.rate_limit_per_s, settings.rate_limit_burst
+            )
             app.state.settings = settings
             app.state.embedder = embedder
             app.state.event_hub = hub if live else None
@@ -250,10 +334,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             log.info("serving; API keys %s", auth_mode(settings))
             yield
         finally:
-            hub.close()
-            await listener.stop()
+            if hub is not None:
+                hub.close()
+            if listener is not None:
+                await listener.stop()
             await embedder.aclose()
-            await db.dispose()
+            if db is not None:
+                await db.dispose()
             metrics.process_exited()
             if embedded is not None:
                 await asyncio.to_thread(embedded.stop)

@@ -64,7 +64,7 @@ async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
     db = Database.for_maintenance(url, settings)
     embedder = make_provider(settings)
     try:
-        await upgrade(db, embedder.dim)
+        await upgrade(db, embedder.dim, settings.database_role)
         await verify_embedding_config(db, embedder)
         await ensure_text_search_config(db, settings.text_search_config)
         log.info(describe(embedder))
@@ -181,7 +181,7 @@ def reembed(
         db = Database.for_maintenance(url, settings)
         embedder = make_provider(settings)
         try:
-            await upgrade(db, embedder.dim)
+            await upgrade(db, embedder.dim, settings.database_role)
             with Progress() as bar:
                 tasks: dict[str, object] = {}
 
@@ -324,7 +324,7 @@ def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Await
     async def run(url: str) -> T:
         db = Database.for_maintenance(url, settings)
         try:
-            await upgrade(db, configured_dim(settings))
+            await upgrade(db, configured_dim(settings), settings.database_role)
             return await action(ApiKeyStore(db))
         finally:
             await db.dispose()

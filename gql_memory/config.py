@@ -84,9 +84,6 @@ API_KEY_DISPLAY_CHARS = 12
 CONTEXT_DEFAULT_MAX_TOKENS = 2000
 CONTEXT_MIN_TOKENS = 32
 CONTEXT_MAX_TOKENS = 100_000
-# Packing reads at most ~8 characters per token of the budget; above this many it runs in a
-# worker thread rather than on the event loop.
-CONTEXT_INLINE_PACK_CHARS = 64 * 1024
 # First-pass share of the budget per section (renormalised over the included sections);
 # whatever a section leaves unused is handed on in a second pass, in section order.
 CONTEXT_SHARES = {"WORKING": 0.30, "SEARCH": 0.40, "EPISODES": 0.15, "GRAPH": 0.15}
@@ -100,6 +97,17 @@ CONTEXT_GRAPH_SEED_HITS = 5
 # this many tokens remain; otherwise it is skipped.
 CONTEXT_MIN_TRUNCATED_TOKENS = 12
 CONTEXT_TRUNCATION_MARKER = " … [truncated]"
+
+# --- CPU-bound work (gql_memory.memory.offload) -------------------------------------------
+# Packing, truncation, summarizing and redaction are linear in their input; up to this many
+# characters they run inline (a thread hop costs more), above it in a worker thread, so that
+# one large input never stalls the event loop and every other request with it.
+INLINE_CPU_CHARS = 64 * 1024
+
+# --- row-level security (migration 0007) ------------------------------------------------
+DEFAULT_DATABASE_ROLE = "gql_memory_app"
+# The setting each transaction of the server names its namespace in; the policies read it.
+NAMESPACE_SETTING = "app.namespace"
 
 # --- transcript import (gql_memory.memory.importer) ---------------------------------------
 # Turns stored per storeRawDialogue batch (one transaction each).
@@ -124,6 +132,18 @@ class Settings(BaseSettings):
     data_dir: Path | None = Field(
         default=None,
         description="Where the embedded PostgreSQL keeps its files (default: see db.embedded).",
+    )
+    app_database_url: str | None = Field(
+        default=None,
+        description="The URL the server's requests connect with (a login that is, or is a "
+        "member of, database_role); unset: DATABASE_URL, or the embedded server's own "
+        "login for that role. Migrations and admin commands always use DATABASE_URL.",
+    )
+    database_role: str = Field(
+        default=DEFAULT_DATABASE_ROLE,
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="The non-superuser role requests run as; migrations create it (unless it "
+        "exists) and put its row-level security policies on every tenant table.",
     )
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
@@ -271,6 +291,25 @@ class Settings(BaseSettings):
         ge=1,
         description="Largest operation cost: the objects it can return, nested list bounds "
         "multiplied (see gql_memory.api.cost); above it the operation is refused.",
+    )
+    request_timeout_s: float = Field(
+        default=30.0,
+        ge=0.0,
+        le=3600.0,
+        description="Deadline of one query or mutation (0: none): past it the work is "
+        "cancelled, its statements too, and the caller gets TIMEOUT. A client that "
+        "disconnects cancels its request the same way.",
+    )
+    rate_limit_per_s: float = Field(
+        default=500.0,
+        ge=0.0,
+        description="Sustained operations per second per API key and server process (0: no "
+        "limit); above it the caller gets RATE_LIMITED with extensions.retryAfterMs.",
+    )
+    rate_limit_burst: int = Field(
+        default=1000,
+        ge=1,
+        description="Operations one API key may send at once before the rate applies.",
     )
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024,
@@ -437,7 +476,7 @@ class Settings(BaseSettings):
         "is stored. Off by default: raw dialogue is the verbatim transcript.",
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "app_database_url")
     @classmethod
     def _asyncpg_url(cls, value: str | None) -> str | None:
         """Accept the usual ``postgres://`` spellings and use the asyncpg driver."""

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 
 class GqlMemoryError(Exception):
     """Base of every error gql_memory raises on purpose."""
 
     code = "INTERNAL_SERVER_ERROR"
+
+    @property
+    def extensions(self) -> dict[str, object]:
+        """More for the client than the code and message (GraphQL ``extensions``)."""
+        return {}
 
 
 class ValidationError(GqlMemoryError, ValueError):
@@ -41,3 +48,26 @@ class ForbiddenError(GqlMemoryError):
     """The API key is valid but lacks the scope the operation needs."""
 
     code = "FORBIDDEN"
+
+
+class RateLimitedError(GqlMemoryError):
+    """The API key sent more requests than its rate allows; retry after the given delay."""
+
+    code = "RATE_LIMITED"
+
+    def __init__(self, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            f"Too many requests for this API key; retry in {retry_after_s:.2f} s "
+            "(extensions.retryAfterMs)"
+        )
+
+    @property
+    def extensions(self) -> dict[str, object]:
+        return {"retryAfterMs": max(1, math.ceil(self.retry_after_s * 1000))}
+
+
+class RequestTimeoutError(GqlMemoryError):
+    """The request ran past its deadline; its work was cancelled and rolled back."""
+
+    code = "TIMEOUT"

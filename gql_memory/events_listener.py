@@ -51,8 +51,10 @@ class EventListener:
         hub: EventHub,
         settings: Settings,
         observer: ListenerObserver | None = None,
+        role: str | None = None,
     ) -> None:
         self._dsn = asyncpg_dsn(url)
+        self._role = role
         self.hub = hub
         self.settings = settings
         self.observer = observer
@@ -78,7 +80,8 @@ class EventListener:
         conn = await asyncpg.connect(
             self._dsn,
             timeout=CONNECT_TIMEOUT_S,
-            server_settings={"application_name": LISTENER_APPLICATION_NAME},
+            server_settings={"application_name": LISTENER_APPLICATION_NAME}
+            | ({"role": self._role} if self._role else {}),
         )
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _conn: lost.set())

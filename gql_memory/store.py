@@ -77,7 +77,7 @@ class MemoryStore:
         self._db = Database.from_url(url, self.settings)
         self._embedder = make_provider(self.settings)
         if self._migrate:
-            await upgrade(self._db, self._embedder.dim)
+            await upgrade(self._db, self._embedder.dim, self.settings.database_role)
         await verify_embedding_config(self._db, self._embedder)
         await ensure_text_search_config(self._db, self.settings.text_search_config)
         self._memory = Memory(self._db, self.settings, self.namespace, self._embedder)

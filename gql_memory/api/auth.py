@@ -162,12 +162,14 @@ class ScopeGuard(SchemaExtension):
             # on_execute (strawberry drops errors raised here on websockets without a word).
             context.credentials = await refresh(self._credentials())
         else:
-            self._credentials().require()
+            self._admit(self._credentials().require())  # before parsing: refusals are cheap
         yield
 
     def on_execute(self) -> Iterator[None]:
         execution = self.execution_context
         principal = self._credentials().require()
+        if getattr(execution.context, "refresh_credentials", None) is not None:
+            self._admit(principal)
         needed = OPERATION_SCOPES[execution.operation_type]
         if not principal.allows(needed):
             raise ForbiddenError(
@@ -175,6 +177,13 @@ class ScopeGuard(SchemaExtension):
                 f"{execution.operation_type.value} operations"
             )
         yield
+
+    def _admit(self, principal: Principal) -> None:
+        """The key's request rate (GQL_MEMORY_RATE_LIMIT_PER_S); anonymous local callers
+        have no key and no limit."""
+        limiter = getattr(self.execution_context.context, "rate_limiter", None)
+        if limiter is not None and principal.key_id is not None:
+            limiter.admit(principal.key_id)
 
     def _credentials(self) -> Credentials:
         credentials = getattr(self.execution_context.context, "credentials", None)

@@ -45,6 +45,8 @@ def annotate(error: GraphQLError, request_id: str | None) -> None:
     code, message = classify(error)
     error.message = message
     extensions = {**(error.extensions or {}), "code": code}
+    if isinstance(error.original_error, GqlMemoryError):
+        extensions.update(error.original_error.extensions)
     if request_id:
         extensions["requestId"] = request_id
     error.extensions = extensions

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import strawberry
 from graphql import GraphQLError
@@ -13,7 +16,7 @@ from strawberry.extensions import (
     SchemaExtension,
 )
 from strawberry.schema.config import StrawberryConfig
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 
 from gql_memory.api.auth import ScopeGuard
 from gql_memory.api.context_query import ContextQueries
@@ -32,6 +35,9 @@ from gql_memory.api.subscriptions import MemorySubscriptions
 from gql_memory.api.transport import OperationNameRequired, SubscriptionsOverWebSocket
 from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
+from gql_memory.errors import RequestTimeoutError
+
+log = logging.getLogger(__name__)
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
 # so a new layer adds its own module and one entry here.
@@ -66,7 +72,32 @@ Subscription = strawberry.type(
 
 
 class MemorySchema(strawberry.Schema):
-    """Logs internal errors once, with the request id, then masks and codes every error."""
+    """Logs internal errors once, with the request id, then masks and codes every error;
+    holds every query and mutation to the request deadline."""
+
+    request_timeout_s: float = 0.0
+
+    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        """Past the deadline the operation is cancelled: its resolvers stop, asyncpg cancels
+        the running statement on the server, the transaction rolls back and the pooled
+        connection goes back. The caller gets TIMEOUT."""
+        if not self.request_timeout_s:
+            return await super().execute(*args, **kwargs)
+        try:
+            async with asyncio.timeout(self.request_timeout_s) as deadline:
+                return await super().execute(*args, **kwargs)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # a timeout of the work itself, not the deadline
+        message = (
+            f"The request ran past its deadline of {self.request_timeout_s:g} s and was "
+            "cancelled (a transaction still open was rolled back)"
+        )
+        error = GraphQLError(message, original_error=RequestTimeoutError(message))
+        request_id = getattr(kwargs.get("context_value"), "request_id", None)
+        log.warning("request %s cancelled at its deadline", request_id)
+        annotate(error, request_id)
+        return ExecutionResult(data=None, errors=[error])
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -112,13 +143,15 @@ def build_schema(
         extensions.append(DisableIntrospection)
     extensions.extend(extra_extensions)
     extensions.append(ValidDocumentCache)  # last: it sees the complete rule set
-    return MemorySchema(
+    schema = MemorySchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         extensions=extensions,
         config=StrawberryConfig(disable_field_suggestions=not settings.introspection),
     )
+    schema.request_timeout_s = settings.request_timeout_s
+    return schema
 
 
 def export_sdl() -> str:

@@ -60,6 +60,13 @@ def admin_url(server: Any, database: str = "postgres") -> str:
     return f"postgresql+asyncpg://postgres@/{database}?host={info.socket_dir}&port={info.port}"
 
 
+def login_url(url: str, user: str) -> str:
+    """The same embedded database, logged in as ``user`` (trust auth on the private socket)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(username=user).render_as_string(hide_password=False)
+
+
 def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server in ``data_dir`` and ensure the database exists."""
     with warnings.catch_warnings():

@@ -50,7 +50,11 @@ class Database:
         self.engine = engine
 
     @classmethod
-    def from_url(cls, url: str, settings: Settings | None = None) -> Database:
+    def from_url(
+        cls, url: str, settings: Settings | None = None, *, role: str | None = None
+    ) -> Database:
+        """A pool on ``url``; with ``role``, every connection runs as that role from its
+        start (PostgreSQL checks privileges and row-level security against it)."""
         settings = settings or Settings()
         server_settings = {
             "application_name": "gql-memory",
@@ -58,6 +62,8 @@ class Database:
             # With a namespace filter, keep scanning the HNSW index until enough rows match.
             "hnsw.iterative_scan": "relaxed_order",
         }
+        if role is not None:
+            server_settings["role"] = role
         command_timeout = None
         if settings.statement_timeout_ms:
             server_settings["statement_timeout"] = str(settings.statement_timeout_ms)

@@ -13,9 +13,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gql_memory.config import NAMESPACE_SETTING
 from gql_memory.db.engine import Database
+
+SCOPE = text(f"SELECT set_config('{NAMESPACE_SETTING}', :namespace, true)")
 
 # The namespaces whose slot the current task already holds (inherited by spawned tasks).
 _HELD: ContextVar[frozenset[str]] = ContextVar("gql_memory_held_namespaces", default=frozenset())
@@ -56,7 +60,9 @@ class FairShare:
 
 
 class NamespacedDatabase(Database):
-    """The database as one namespace's services see it: every transaction takes a slot."""
+    """The database as one namespace's services see it: every transaction takes a slot and
+    names its namespace to PostgreSQL, whose row-level security policies (migration 0007)
+    then show and accept only that namespace's rows."""
 
     def __init__(self, db: Database, namespace: str, share: FairShare) -> None:
         super().__init__(db.engine)
@@ -67,9 +73,16 @@ class NamespacedDatabase(Database):
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with self._share.slot(self._namespace), self._db.write() as conn:
+            await self._scope(conn)
             yield conn
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self._share.slot(self._namespace), self._db.read() as conn:
+            await self._scope(conn)
             yield conn
+
+    async def _scope(self, conn: AsyncConnection) -> None:
+        """SET LOCAL the namespace: it ends with the transaction, so a pooled connection
+        never carries one tenant's namespace into another's transaction."""
+        await conn.execute(SCOPE, {"namespace": self._namespace})

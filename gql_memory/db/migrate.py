@@ -12,6 +12,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
+from gql_memory.config import DEFAULT_DATABASE_ROLE
 from gql_memory.db.engine import Database
 from gql_memory.errors import ConfigurationError
 
@@ -39,10 +40,11 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _upgrade(connection: Connection, embedding_dim: int) -> None:
+def _upgrade(connection: Connection, embedding_dim: int, database_role: str) -> None:
     config = alembic_config()
     config.attributes["connection"] = connection
     config.attributes["embedding_dim"] = embedding_dim
+    config.attributes["database_role"] = database_role
     command.upgrade(config, "head")
 
 
@@ -85,10 +87,13 @@ async def ensure_text_search_config(db: Database, name: str) -> None:
         )
 
 
-async def upgrade(db: Database, embedding_dim: int) -> None:
+async def upgrade(
+    db: Database, embedding_dim: int, database_role: str = DEFAULT_DATABASE_ROLE
+) -> None:
     """Bring the database to the newest schema (idempotent; serialized across processes).
 
-    ``embedding_dim`` sizes the vector columns when they are first created.
+    ``embedding_dim`` sizes the vector columns when they are first created;
+    ``database_role`` is the role row-level security is granted to (migration 0007).
     """
     await ensure_pgvector(db)
     async with db.engine.begin() as conn:
@@ -96,7 +101,7 @@ async def upgrade(db: Database, embedding_dim: int) -> None:
         await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
         # schema changes on large tables (index builds) may outlast the per-statement timeout
         await conn.execute(text("SET LOCAL statement_timeout = 0"))
-        await conn.run_sync(_upgrade, embedding_dim)
+        await conn.run_sync(_upgrade, embedding_dim, database_role)
 
 
 async def current_revision(db: Database) -> str | None:

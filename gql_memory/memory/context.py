@@ -26,7 +26,6 @@ from gql_memory.config import (
     CONTEXT_EPISODES_TOP_K,
     CONTEXT_GRAPH_FACTS,
     CONTEXT_GRAPH_SEED_HITS,
-    CONTEXT_INLINE_PACK_CHARS,
     CONTEXT_MAX_TOKENS,
     CONTEXT_MIN_TOKENS,
     CONTEXT_SEARCH_TOP_K,
@@ -38,6 +37,7 @@ from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
+from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.packing import (
     CHARS_PER_TOKEN_BOUND,
     Candidate,
@@ -157,9 +157,9 @@ class ContextAssembler:
     ) -> tuple[str, list[Section]]:
         """Packing is linear in the budget; a large one runs in a worker thread, so one
         request's packing never stalls the others' (the event loop stays free)."""
-        if max_tokens * CHARS_PER_TOKEN_BOUND < CONTEXT_INLINE_PACK_CHARS:
-            return self.packer.pack(offers, max_tokens)
-        return await asyncio.to_thread(self.packer.pack, offers, max_tokens)
+        return await run_cpu(
+            max_tokens * CHARS_PER_TOKEN_BOUND, self.packer.pack, offers, max_tokens
+        )
 
     async def assemble(
         self,

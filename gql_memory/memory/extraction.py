@@ -16,7 +16,8 @@ from typing import Any
 
 from gql_memory.config import MAX_TOOL_NAME_CHARS, Settings
 from gql_memory.errors import ValidationError
-from gql_memory.memory.redaction import redact, redact_json
+from gql_memory.memory.offload import run_cpu
+from gql_memory.memory.redaction import Redaction, redact, redact_json
 from gql_memory.memory.rules import ExtractionRule, first_match
 from gql_memory.memory.summarizers import summarize
 from gql_memory.memory.validation import (
@@ -67,6 +68,16 @@ class ExtractionPipeline:
         self.settings = settings
         self.rules = tuple(rules)
 
+    def _summarized(
+        self, tool_name: str, output: str
+    ) -> tuple[ExtractionRule | None, Redaction | None]:
+        """The first matching rule and its redacted summary of the output (or None, None)."""
+        rule = first_match(self.rules, tool_name, output)
+        if rule is None:
+            return None, None
+        scan_chars = self.settings.extraction_scan_chars
+        return rule, redact(summarize(rule.summarizer, output, scan_chars))
+
     async def ingest(
         self,
         tool_name: str,
@@ -82,14 +93,15 @@ class ExtractionPipeline:
         tool_redaction = redact(tool_name)
         safe_tool = tool_redaction.text
 
-        rule = first_match(self.rules, tool_name, output)
-        if rule is None:
+        # matching, summarizing and redacting are linear in the output: a large one runs
+        # in a worker thread
+        rule, summary = await run_cpu(len(output), self._summarized, tool_name, output)
+        if rule is None or summary is None:
             log.debug("tool output (%d chars) matched no extraction rule", len(output))
             return IngestResult(
                 stored=False, reason=f"no extraction rule matched tool {safe_tool!r}"
             )
 
-        summary = redact(summarize(rule.summarizer, output, self.settings.extraction_scan_chars))
         counts = Counter(summary.counts)
         provenance: dict[str, Any] = {
             "source": "tool_output",

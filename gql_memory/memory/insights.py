@@ -21,6 +21,7 @@ from gql_memory.errors import ValidationError
 from gql_memory.memory.autograph import forget_auto_nodes, link_insights
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
@@ -110,6 +111,9 @@ class Insights:
         if not items:
             return []
         rows = [self._validated(item) for item in items]
+        if self.settings.redact_insights:  # the optional redaction gate (SPEC §3.8)
+            chars = sum(len(r["content"]) + len(r["metadata_json"] or "") for r in rows)
+            rows = await run_cpu(chars, _redacted, rows)
         vectors = await self.embedder.embed([r["content"] for r in rows], role=TextRole.DOCUMENT)
         async with self.db.write() as conn:
             await self._check_sources(conn, {s for r in rows for s in r["source_ids"]})
@@ -159,12 +163,10 @@ class Insights:
             raise ValidationError(f"sourceIds must hold at most {MAX_SOURCE_IDS} ids")
         metadata = require_json_object(item.metadata, "metadata")
         content = require_text(item.content, "content")
-        if self.settings.redact_insights:  # the optional redaction gate (SPEC §3.8)
-            content = redact(content).text
-            metadata = redact_json(metadata)[0]
         return {
             "content": content,
             "source_ids": sorted({require_id(s, "sourceIds") for s in item.source_ids}),
+            "metadata": metadata,
             "metadata_json": None if metadata is None else json.dumps(metadata),
         }
 
@@ -274,3 +276,19 @@ class Insights:
                 conn, self.namespace, insight_ids=[row_id]
             ),
         )
+
+
+def _redacted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with content and metadata through the redaction gate."""
+    redacted = []
+    for row in rows:
+        metadata = redact_json(row["metadata"])[0]
+        redacted.append(
+            row
+            | {
+                "content": redact(row["content"]).text,
+                "metadata": metadata,
+                "metadata_json": None if metadata is None else json.dumps(metadata),
+            }
+        )
+    return redacted

@@ -23,6 +23,7 @@ from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.autograph import link_turns
 from gql_memory.memory.decay import sessions_events
 from gql_memory.memory.events import dialogue_events, publish
+from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
@@ -203,9 +204,7 @@ class RawDialogueStore:
                     raise
                 raise ValidationError(f"turn {index}: {exc}") from exc
         if self.settings.redact_raw_dialogue:  # the optional redaction gate (SPEC §3.8)
-            for row in rows:
-                row["content"] = redact(row["content"]).text
-                row["metadata"] = redact_json(row["metadata"])[0]
+            await run_cpu(sum(len(r["content"]) for r in rows), _redact_in_place, rows)
         embeddings = await self._embed(rows)
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)
@@ -376,3 +375,9 @@ class RawDialogueStore:
             has_next_page=len(rows) > limit,
             has_previous_page=after is not None,
         )
+
+
+def _redact_in_place(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        row["content"] = redact(row["content"]).text
+        row["metadata"] = redact_json(row["metadata"])[0]
