@@ -12,6 +12,9 @@ from sqlalchemy import text
 
 from bench.common import embedded_memory, percentile
 from bench.insight_search import load, sentence
+from gql_memory.config import DEFAULT_DATABASE_ROLE
+from gql_memory.db import Database
+from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.memory import Memory
 from gql_memory.memory.search import SearchWeights
 
@@ -78,6 +81,18 @@ async def run() -> list[str]:
         for name, kwargs in variants.items():
             p50, p95 = await measure(memory, rng, **kwargs)
             lines.append(f"| {name} | {p50:.1f} | {p95:.1f} |")
+        # the server's path: requests run as gql_memory_app under row-level security
+        url = memory.db.engine.url.render_as_string(hide_password=False)
+        server_db = Database.from_url(url, memory.settings, role=DEFAULT_DATABASE_ROLE)
+        try:
+            scoped = NamespacedDatabase(server_db, "default", FairShare(10))
+            as_server = Memory(scoped, memory.settings, "default", memory.embedder)
+            p50, p95 = await measure(as_server, rng)
+            lines.append(
+                f"| hybrid as the server runs it (row-level security) | {p50:.1f} | {p95:.1f} |"
+            )
+        finally:
+            await server_db.dispose()
     return [*lines, ""]
 
 

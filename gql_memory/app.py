@@ -34,7 +34,12 @@ from gql_memory.api.schema import build_schema
 from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.db.embedded import EmbeddedPostgres, login_url, start_embedded
+from gql_memory.db.embedded import (
+    EmbeddedPostgres,
+    allow_role_login,
+    login_url,
+    start_embedded,
+)
 from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
@@ -247,15 +252,7 @@ async def request_url(owner: Database, settings: Settings, url: str, embedded: b
     if settings.app_database_url:
         return settings.app_database_url
     if embedded:
-        # Only the embedded server's private socket (trust auth) lets this role log in.
-        async with owner.write() as conn:
-            # Workers start together: one at a time, and only if it is still needed.
-            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
-            can_login = await conn.scalar(
-                text("SELECT rolcanlogin FROM pg_roles WHERE rolname = :role"), {"role": role}
-            )
-            if not can_login:
-                await conn.execute(text(f'ALTER ROLE "{role}" LOGIN'))
+        await allow_role_login(owner, role)
         return login_url(url, role)
     await warn_if_text_search_scans(owner)
     return url

@@ -19,7 +19,7 @@ import typer
 from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.config import IMPORT_BATCH_SIZE, Settings
 from gql_memory.db import Database
-from gql_memory.db.embedded import start_embedded
+from gql_memory.db.embedded import allow_role_login, login_url, start_embedded
 from gql_memory.db.migrate import current_revision, ensure_text_search_config, upgrade
 from gql_memory.embeddings import configured_dim, describe, make_provider
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
@@ -67,6 +67,8 @@ async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
         await upgrade(db, embedder.dim, settings.database_role)
         await verify_embedding_config(db, embedder)
         await ensure_text_search_config(db, settings.text_search_config)
+        if settings.database_url is None:
+            await allow_role_login(db, settings.database_role)
         log.info(describe(embedder))
         return await current_revision(db), await ApiKeyStore(db).count_active()
     finally:
@@ -129,6 +131,9 @@ def serve(
                 log.warning("serving %s WITHOUT required API keys (--insecure)", settings.host)
             # Workers are separate processes: they learn the decisions through the environment.
             os.environ["DATABASE_URL"] = url
+            if settings.database_url is None and settings.app_database_url is None:
+                # the embedded server: requests log in as the row-level security role
+                os.environ["GQL_MEMORY_APP_DATABASE_URL"] = login_url(url, settings.database_role)
             if settings.prometheus_multiproc_dir is not None:
                 _prepare_metrics_dir(settings.prometheus_multiproc_dir)
             os.environ["GQL_MEMORY_AUTH"] = mode

@@ -158,6 +158,13 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(
         default=30_000, ge=0, description="Per-statement timeout in PostgreSQL (0 = none)."
     )
+    db_pool_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="A request waits this long for a pooled connection, then fails with "
+        "SERVICE_UNAVAILABLE.",
+    )
     db_connect_timeout_s: float = Field(
         default=5.0,
         gt=0,

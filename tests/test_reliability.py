@@ -20,7 +20,7 @@ import psutil
 from sqlalchemy import text
 
 from gql_memory.app import create_app
-from gql_memory.config import Settings
+from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 from tests.conftest import start_live_server
@@ -165,6 +165,23 @@ class WriteLoad:
         return asyncio.gather(*(self.run_client(i) for i in range(self.clients)))
 
 
+async def server_logins(data_dir: Path) -> set[str]:
+    """Who the serving process is logged in as (its pool and its LISTEN connection): on the
+    embedded database, the row-level security role itself, never the superuser."""
+    db = Database.from_url(embedded_url(data_dir))
+    try:
+        async with db.read() as conn:
+            found = await conn.execute(
+                text(
+                    "SELECT DISTINCT usename FROM pg_stat_activity "
+                    "WHERE application_name LIKE 'gql-memory%' AND pid <> pg_backend_pid()"
+                )
+            )
+            return set(found.scalars())
+    finally:
+        await db.dispose()
+
+
 async def assert_acknowledged_writes_survived(data_dir: Path, loads: list[WriteLoad]) -> None:
     db = Database.from_url(embedded_url(data_dir))
     try:
@@ -209,6 +226,7 @@ async def test_sigkill_of_the_server_loses_no_acknowledged_write(scratch_dir: Pa
         restart_s = time.monotonic() - started
         try:
             await assert_acknowledged_writes_survived(data_dir, [load])
+            assert await server_logins(data_dir) == {DEFAULT_DATABASE_ROLE}
         finally:
             restarted.stop()
         print(f"{len(load.acked_turns)} turns acknowledged; restart after SIGKILL {restart_s:.2f}s")

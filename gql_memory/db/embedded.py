@@ -67,6 +67,23 @@ def login_url(url: str, user: str) -> str:
     return make_url(url).set(username=user).render_as_string(hide_password=False)
 
 
+async def allow_role_login(owner: Any, role: str) -> None:
+    """Let the request role log in (embedded server only: its socket is private, trust auth).
+
+    ``owner`` is a Database connected as the superuser.
+    """
+    from sqlalchemy import text
+
+    async with owner.write() as conn:
+        # Workers start together: one at a time, and only if it is still needed.
+        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
+        can_login = await conn.scalar(
+            text("SELECT rolcanlogin FROM pg_roles WHERE rolname = :role"), {"role": role}
+        )
+        if not can_login:
+            await conn.execute(text(f'ALTER ROLE "{role}" LOGIN'))
+
+
 def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) -> EmbeddedPostgres:
     """Start (or attach to) the embedded server in ``data_dir`` and ensure the database exists."""
     with warnings.catch_warnings():

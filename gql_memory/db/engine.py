@@ -15,7 +15,6 @@ from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
-POOL_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_MARGIN_S = 2.0
 
 # Failures that mean "the database is not there right now", not "your request is wrong".
@@ -74,7 +73,7 @@ class Database:
             url,
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
-            pool_timeout=POOL_TIMEOUT_S,
+            pool_timeout=settings.db_pool_timeout_s,
             pool_pre_ping=True,
             connect_args={
                 "timeout": settings.db_connect_timeout_s,

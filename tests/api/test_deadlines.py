@@ -77,25 +77,25 @@ async def test_a_request_past_its_deadline_is_cancelled_with_its_statement(
     settings: Settings, db: Database
 ) -> None:
     await truncate_all(db)
-    async with app_on(settings.with_overrides(request_timeout_s=1.0)) as (app, base_url):
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
-            async with session_held(db):
-                started = time.monotonic()
-                answer = (await client.post("/graphql", json={"query": ADD})).json()
-                took = time.monotonic() - started
-                assert answer["data"] is None
-                error = answer["errors"][0]
-                assert error["extensions"]["code"] == "TIMEOUT", error
-                assert "deadline of 1 s" in error["message"]
-                assert 0.9 < took < 10
-                # the statement was cancelled in PostgreSQL while the lock is still held
-                await wait_until_nothing_waits(db)
-                assert app.state.db.engine.pool.checkedout() == 0
-            # nothing of the cancelled add was kept, and the server serves on
-            listed = (await client.post("/graphql", json={"query": ITEMS})).json()
-            assert listed["data"] == {"workingMemory": []}, listed
-            health = await client.get("/healthz")
-            assert health.status_code == 200
+    timed = settings.with_overrides(request_timeout_s=1.0)
+    async with app_on(timed) as (app, base_url), httpx.AsyncClient(base_url=base_url) as client:
+        async with session_held(db):
+            started = time.monotonic()
+            answer = (await client.post("/graphql", json={"query": ADD}, timeout=30)).json()
+            took = time.monotonic() - started
+            assert answer["data"] is None
+            error = answer["errors"][0]
+            assert error["extensions"]["code"] == "TIMEOUT", error
+            assert "deadline of 1 s" in error["message"]
+            assert 0.9 < took < 10
+            # the statement was cancelled in PostgreSQL while the lock is still held
+            await wait_until_nothing_waits(db)
+            assert app.state.db.engine.pool.checkedout() == 0
+        # nothing of the cancelled add was kept, and the server serves on
+        listed = (await client.post("/graphql", json={"query": ITEMS})).json()
+        assert listed["data"] == {"workingMemory": []}, listed
+        health = await client.get("/healthz")
+        assert health.status_code == 200
 
 
 async def test_a_client_that_goes_away_cancels_its_request(
@@ -121,34 +121,31 @@ async def test_a_client_that_goes_away_cancels_its_request(
             assert listed["data"] == {"workingMemory": []}, listed
 
 
-async def test_a_key_over_its_rate_is_told_when_to_retry(
-    settings: Settings, db: Database
-) -> None:
+async def test_a_key_over_its_rate_is_told_when_to_retry(settings: Settings, db: Database) -> None:
     await truncate_all(db)
     keys = ApiKeyStore(db)
     busy = (await keys.create("busy", "read")).secret
     calm = (await keys.create("calm", "read")).secret
     limited = settings.with_overrides(auth="required", rate_limit_per_s=0.5, rate_limit_burst=3)
-    async with app_on(limited) as (_, base_url):
-        async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+    async with app_on(limited) as (_, base_url), httpx.AsyncClient(base_url=base_url) as client:
 
-            async def ask(key: str) -> httpx.Response:
-                return await client.post(
-                    "/graphql",
-                    json={"query": "{ stats { workingMemory } }"},
-                    headers={"Authorization": f"Bearer {key}"},
-                )
+        async def ask(key: str) -> httpx.Response:
+            return await client.post(
+                "/graphql",
+                json={"query": "{ stats { workingMemory } }"},
+                headers={"Authorization": f"Bearer {key}"},
+            )
 
-            for _ in range(3):  # the burst
-                assert (await ask(busy)).status_code == 200
-            refused = await ask(busy)
-            assert refused.status_code == 429
-            error = refused.json()["errors"][0]
-            assert error["extensions"]["code"] == "RATE_LIMITED"
-            assert 1000 <= error["extensions"]["retryAfterMs"] <= 2000
-            assert refused.headers["Retry-After"] == "2"
-            # another key is not affected
-            assert (await ask(calm)).status_code == 200
+        for _ in range(3):  # the burst
+            assert (await ask(busy)).status_code == 200
+        refused = await ask(busy)
+        assert refused.status_code == 429
+        error = refused.json()["errors"][0]
+        assert error["extensions"]["code"] == "RATE_LIMITED"
+        assert 1000 <= error["extensions"]["retryAfterMs"] <= 2000
+        assert refused.headers["Retry-After"] == "2"
+        # another key is not affected
+        assert (await ask(calm)).status_code == 200
 
 
 def test_the_rate_limiter_admits_a_burst_then_the_rate() -> None:
