@@ -154,12 +154,19 @@ class ContextAssembler:
 
     async def _pack(
         self, offers: list[SectionCandidates], max_tokens: int
-    ) -> tuple[str, list[Section]]:
-        """Packing is linear in the budget; a large one runs in a worker thread, so one
-        request's packing never stalls the others' (the event loop stays free)."""
+    ) -> tuple[str, list[Section], int]:
+        """Packing (and counting the result) is linear in the budget; a large one runs in a
+        worker thread, so one request's packing never stalls the others' (the event loop
+        stays free)."""
         return await run_cpu(
-            max_tokens * CHARS_PER_TOKEN_BOUND, self.packer.pack, offers, max_tokens
+            max_tokens * CHARS_PER_TOKEN_BOUND, self._pack_and_count, offers, max_tokens
         )
+
+    def _pack_and_count(
+        self, offers: list[SectionCandidates], max_tokens: int
+    ) -> tuple[str, list[Section], int]:
+        text_, sections = self.packer.pack(offers, max_tokens)
+        return text_, sections, self.packer.tokenizer.count(text_)
 
     async def assemble(
         self,
@@ -209,12 +216,12 @@ class ContextAssembler:
         if SectionKind.GRAPH in sections:
             facts = await self._facts(hits, lessons)
             offers.append(self._offer(SectionKind.GRAPH, facts))
-        text_, packed = await self._pack(offers, max_tokens)
+        text_, packed, total_tokens = await self._pack(offers, max_tokens)
         return Context(
             query=query,
             session_id=session_id,
             text=text_,
-            total_tokens=self.packer.tokenizer.count(text_),
+            total_tokens=total_tokens,
             max_tokens=max_tokens,
             sections=tuple(packed),
             tokenizer=self.packer.tokenizer.name,

@@ -149,15 +149,26 @@ class Packer:
             _Fill(o, int(available * weights[o.kind] / total_weight), {}, self._count(o.header))
             for o in offers
         ]
-        for fill in fills:  # first pass: whole items within the section's share
+        lines: dict[tuple[int, int], tuple[str, int | None]] = {}  # (fill, index): line, cost
+        for number, fill in enumerate(fills):  # first pass: whole items within the share
             for index, candidate in enumerate(fill.source.candidates):
                 room = fill.share - fill.used
-                self._take(fill, index, candidate, room, max_chars, truncate=False)
-        for fill in fills:  # second pass: the leftover, truncating when it helps
+                lines[number, index] = self._take(
+                    fill, index, candidate, room, max_chars, truncate=False
+                )
+        for number, fill in enumerate(fills):  # second pass: the leftover, truncating
             for index, candidate in enumerate(fill.source.candidates):
                 if index not in fill.taken:
                     left = available - sum(f.used for f in fills)
-                    self._take(fill, index, candidate, left, max_chars, truncate=True)
+                    self._take(
+                        fill,
+                        index,
+                        candidate,
+                        left,
+                        max_chars,
+                        truncate=True,
+                        known=lines[number, index],
+                    )
         sections = [self._section(f) for f in fills if f.taken]
         return self._fit(sections, max_tokens)
 
@@ -173,32 +184,51 @@ class Packer:
         max_chars: int,
         *,
         truncate: bool,
-    ) -> None:
+        known: tuple[str, int | None] | None = None,
+    ) -> tuple[str, int | None]:
+        """Take the candidate whole if it fits ``room``, else (``truncate``) cut to fit;
+        returns its line and cost (None: not counted, it cannot fit) for a later pass."""
         if not fill.taken:
             room -= fill.header_tokens
-        line = BULLET + one_line(candidate.content, max_chars)
-        cost = self._count("\n" + line)
-        if cost <= room:
+        line, cost = known or (BULLET + one_line(candidate.content, max_chars), None)
+        if cost is None and not self._surely_over(len(line) + 1, room):
+            cost = self._count("\n" + line)
+        if cost is not None and cost <= room:
             fill.taken[index] = Item(candidate.kind, candidate.id, line, cost, candidate.reason)
-            return
+            return line, cost
         if not truncate or room < CONTEXT_MIN_TRUNCATED_TOKENS:
-            return
+            return line, cost
         cut = self._truncated(line, room)
         if cut is not None:
-            cost = self._count("\n" + cut)
+            cut_cost = self._count("\n" + cut)
             fill.taken[index] = Item(
-                candidate.kind, candidate.id, cut, cost, candidate.reason, truncated=True
+                candidate.kind, candidate.id, cut, cut_cost, candidate.reason, truncated=True
             )
+        return line, cost
+
+    def _surely_over(self, chars: int, room: int) -> bool:
+        """True when text of ``chars`` characters cannot fit ``room`` tokens, known without
+        counting (from the tokenizer's most characters per token, if it declares one)."""
+        most = getattr(self.tokenizer, "max_chars_per_token", None)
+        return most is not None and chars > (room + 1) * most
 
     def _truncated(self, line: str, room: int) -> str | None:
         """The line cut to ``room`` tokens, ending in the truncation marker (or None).
 
         The longest cut that fits, found by bisecting the token budget: a cut's cost grows
         with its budget, and a non-additive tokenizer may need a smaller budget than ``room``
-        less the marker. O(log room) cuts, each linear in the prefix it keeps."""
+        less the marker. One cut when the tokenizer is additive, else O(log room) cuts, each
+        linear in the prefix it keeps."""
         low = self._count(BULLET) + 1
         high = room - self._line_break - self._count(CONTEXT_TRUNCATION_MARKER)
+        if high < low:
+            return None
+        # An additive tokenizer (the estimator) fits at the largest budget: one cut, no search.
+        cut = self.tokenizer.truncate(line, high).rstrip() + CONTEXT_TRUNCATION_MARKER
+        if self._count("\n" + cut) <= room:
+            return cut if len(cut) > len(BULLET) + len(CONTEXT_TRUNCATION_MARKER) else None
         best = None
+        high -= 1
         while low <= high:
             budget = (low + high) // 2
             cut = self.tokenizer.truncate(line, budget).rstrip() + CONTEXT_TRUNCATION_MARKER

@@ -57,7 +57,9 @@ def lexeme_ctes(layer: MemoryLayer) -> str:
     *selective* lexeme).
 
     A lexeme is common when PostgreSQL's own statistics of the tsvector column
-    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE) put it in more than
+    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE; read through the
+    function gql_memory_lexeme_stats of migration 0007, because pg_stats hides the statistics
+    of tables under row-level security from their readers) put it in more than
     ``max_df`` of the rows; every other lexeme is selective. Statistics only bound the work —
     which rows get ranked when a question full of common words matches much of a namespace —
     they never change a row's score.
@@ -70,13 +72,7 @@ lex_{name} AS (
            {_QUOTED} AS quoted,
            coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0) < :max_df AS selective
     FROM query_lexemes ql
-    LEFT JOIN LATERAL (
-        SELECT CAST(CAST(most_common_elems AS text) AS text[]) AS elems,
-               most_common_elem_freqs AS freqs
-        FROM pg_stats
-        WHERE schemaname = current_schema() AND tablename = '{table}'
-          AND attname = 'content_tsv'
-    ) st ON true
+    LEFT JOIN LATERAL gql_memory_lexeme_stats('{table}') st ON true
 ),
 match_{name} AS (
     SELECT CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme,

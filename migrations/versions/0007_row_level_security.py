@@ -13,6 +13,7 @@ Create Date: 2026-11-23
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import context, op
 
 revision = "0007"
@@ -22,6 +23,7 @@ depends_on = None
 
 DEFAULT_ROLE = "gql_memory_app"
 POLICY = "tenant_isolation"
+LEXEME_STATS = "gql_memory_lexeme_stats"
 TENANT_TABLES = (
     "raw_dialogue",
     "working_memory",
@@ -65,6 +67,27 @@ def upgrade() -> None:
     for table in READ_ONLY_TABLES:
         op.execute(f'GRANT SELECT ON "{table}" TO "{role}"')
     op.execute(f'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+    # pg_stats hides the statistics of tables under row-level security; the full-text leg
+    # reads how common each query lexeme is (to rank rare ones first) through this function,
+    # which answers only that, for the tsvector columns of the memory tables.
+    schema = op.get_bind().execute(sa.text("SELECT current_schema()")).scalar()
+    op.execute(
+        f"""
+        CREATE FUNCTION {LEXEME_STATS}(table_name text)
+        RETURNS TABLE (elems text[], freqs real[])
+        LANGUAGE sql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, pg_temp
+        AS $$
+            SELECT CAST(CAST(most_common_elems AS text) AS text[]), most_common_elem_freqs
+            FROM pg_stats
+            WHERE schemaname = '{schema}' AND tablename = table_name
+              AND tablename IN ('raw_dialogue', 'insights', 'episodes')
+              AND attname = 'content_tsv'
+        $$
+        """
+    )
+    op.execute(f"REVOKE ALL ON FUNCTION {LEXEME_STATS}(text) FROM PUBLIC")
+    op.execute(f'GRANT EXECUTE ON FUNCTION {LEXEME_STATS}(text) TO "{role}"')
     # Under row-level security PostgreSQL only uses an index for a condition whose operator
     # is LEAKPROOF; full-text matching (tsvector @@ tsquery) is not marked so, which would
     # turn every text search into a scan of the namespace. It reveals nothing about its
@@ -84,6 +107,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     role = _role()
+    op.execute(f"DROP FUNCTION IF EXISTS {LEXEME_STATS}(text)")
     for table in TENANT_TABLES:
         op.execute(f'DROP POLICY IF EXISTS {POLICY} ON "{table}"')
         op.execute(f'ALTER TABLE "{table}" DISABLE ROW LEVEL SECURITY')

@@ -324,14 +324,24 @@ async def test_revoking_a_key_closes_its_subscriptions_and_only_its_own(
 
 SMALL_POOL = 4
 SMALL_POOL_TIMEOUT_S = 0.5
-STARVE = (
-    "{ "
-    + " ".join(
-        f'c{i}: context(query: "memory {i}", maxTokens: 100000) {{ totalTokens }}'
-        for i in range(30)
+
+
+def contexts(max_tokens: int) -> str:
+    return (
+        "{ "
+        + " ".join(
+            f'c{i}: context(query: "memory {i}", maxTokens: {max_tokens}) {{ totalTokens }}'
+            for i in range(30)
+        )
+        + " }"
     )
-    + " }"
-)
+
+
+# The reproducer as found costs 30 x 100000 / 10 (see api/cost.py): over the limit. Just
+# under it, 30 contexts of 60000 tokens still run, and must not starve another tenant.
+REPRODUCED = contexts(100_000)
+STARVE_MAX_TOKENS = 60_000
+STARVE = contexts(STARVE_MAX_TOKENS)
 
 
 async def test_one_tenants_heavy_request_does_not_starve_another(
@@ -341,8 +351,9 @@ async def test_one_tenants_heavy_request_does_not_starve_another(
 ) -> None:
     """Reproducer 4: one read-only request of 30 aliased `context(maxTokens: 100000)` took every
     pool connection; another tenant's `stats` waited 19.6 s (the pool timeout) for
-    SERVICE_UNAVAILABLE. Now a namespace holds at most its share of the pool: B's `stats` is
-    answered, promptly, while A's request still runs.
+    SERVICE_UNAVAILABLE. Now its cost (a context costs 1 per 10 tokens of budget) refuses it,
+    and a namespace holds at most its share of the pool: with 30 contexts just under the
+    cost limit, B's `stats` is answered, promptly, while A's request still runs.
 
     Scaled down on a server of its own: a pool of 4 (30 contexts are far more) that gives up
     after SMALL_POOL_TIMEOUT_S instead of 10 s, so that starving B fails it within the test."""
@@ -363,6 +374,12 @@ async def test_one_tenants_heavy_request_does_not_starve_another(
             )
             await attacker.data(f"mutation {{ {mutation} }}")
 
+        refused = await reader.graphql(REPRODUCED)
+        assert refused["data"] is None
+        [error] = refused["errors"]
+        assert error["extensions"]["code"] == "BAD_USER_INPUT"
+        assert error["message"].startswith("Query cost 300"), error
+
         async def busy() -> bool:  # A's transactions hold the namespace's share of the pool
             return await pool_in_use(server) >= small_pool.namespace_slots
 
@@ -380,6 +397,6 @@ async def test_one_tenants_heavy_request_does_not_starve_another(
     if "errors" in body:  # refused: then with a clear code, and as a whole
         assert {e["extensions"]["code"] for e in body["errors"]} == {"BAD_USER_INPUT"}, body
     else:
-        contexts = body["data"].values()
-        assert len(contexts) == 30
-        assert all(0 < c["totalTokens"] <= 100_000 for c in contexts), body["data"]
+        answers = body["data"].values()
+        assert len(answers) == 30
+        assert all(0 < c["totalTokens"] <= STARVE_MAX_TOKENS for c in answers), body["data"]

@@ -155,3 +155,34 @@ async def test_full_text_matching_may_use_its_index_under_the_policies(db: Datab
             text("SELECT proleakproof FROM pg_proc WHERE oid = 'ts_match_vq'::regproc")
         )
     assert leakproof
+
+
+async def test_the_text_leg_reads_lexeme_statistics_under_the_policies(
+    app: Any, db: Database, filled: list[str]
+) -> None:
+    """pg_stats hides the statistics of tables under row-level security; the text leg reads
+    its lexeme frequencies through gql_memory_lexeme_stats, which must see them."""
+    async with db.write() as conn:
+        await conn.execute(text("ANALYZE raw_dialogue"))
+    async with db.read() as conn:
+        owner_sees = (
+            await conn.execute(
+                text(
+                    "SELECT CAST(CAST(most_common_elems AS text) AS text[]) FROM pg_stats "
+                    "WHERE tablename = 'raw_dialogue' AND attname = 'content_tsv'"
+                )
+            )
+        ).scalar()
+    assert owner_sees
+    scoped = NamespacedDatabase(app.state.db, "tenant_a", app.state.fair_share)
+    async with scoped.read() as conn:
+        hidden = await conn.scalar(
+            text("SELECT count(*) FROM pg_stats WHERE tablename = 'raw_dialogue'")
+        )
+        seen = await conn.scalar(text("SELECT elems FROM gql_memory_lexeme_stats('raw_dialogue')"))
+        refused = await conn.scalar(
+            text("SELECT count(*) FROM gql_memory_lexeme_stats('pg_authid')")
+        )
+    assert hidden == 0  # what the function works around
+    assert seen == owner_sees
+    assert refused == 0

@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gql_memory.memory.tokens import DEFAULT_TOKENIZER, EstimatingTokenizer, Tokenizer
+from gql_memory.memory.tokens import (
+    DEFAULT_TOKENIZER,
+    EstimatingTokenizer,
+    Tokenizer,
+    count_by_pieces,
+)
 
 
 def test_the_default_is_the_dependency_free_estimator() -> None:
@@ -39,3 +44,35 @@ def test_truncation_fits_and_is_a_prefix(text: str, budget: int) -> None:
 def test_joining_on_a_line_break_never_costs_more_than_the_parts(a: str, b: str) -> None:
     count = DEFAULT_TOKENIZER.count
     assert count(a + "\n" + b) <= count(a) + count("\n" + b)
+
+
+MIXED = st.lists(
+    st.sampled_from(
+        ["a", "Z", "QQ", "7", "-", "=", ".", " ", "  ", "\n", "\t", "\u00a0", "é", "记", "\x1c"]
+    ),
+    max_size=200,
+).map("".join)
+
+
+@given(st.one_of(st.text(max_size=300), MIXED))
+def test_the_fast_count_is_the_sum_over_the_pieces(text: str) -> None:
+    """count() runs its sums in the regex engine; it must equal the definition exactly."""
+    assert DEFAULT_TOKENIZER.count(text) == count_by_pieces(text)
+
+
+@given(st.one_of(st.text(max_size=300), MIXED))
+def test_no_line_has_more_characters_per_token_than_declared(text: str) -> None:
+    """The packer skips counting lines longer than this bound allows (packing.Packer); its
+    lines have their whitespace collapsed (a long blank run alone would cost one token)."""
+    line = " ".join(text.split())
+    bound = EstimatingTokenizer.max_chars_per_token
+    assert len(line) <= (DEFAULT_TOKENIZER.count(line) + 1) * bound
+
+
+def test_a_blob_is_cut_to_exactly_fit_after_a_mark() -> None:
+    """A blob cut where the budget ends, after a piece of a fractional cost (a mark costs
+    0.8): the cut rounds down, never over the budget."""
+    for budget in range(1, 200):
+        cut = DEFAULT_TOKENIZER.truncate("- " + "x" * 10_000, budget)
+        assert DEFAULT_TOKENIZER.count(cut) <= budget
+        assert DEFAULT_TOKENIZER.count(cut + "xxxxxx") > budget
