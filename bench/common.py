@@ -113,3 +113,19 @@ async def embedded_memory(dim: int = 384) -> AsyncIterator[Memory]:
             if db is not None:
                 await db.dispose()
             pg.stop()
+
+
+def write_section(path: Path, lines: list[str]) -> None:
+    """Replace (or append) the section ``lines`` starts with (its "## " heading) in a
+    results document; every other section stays as it is."""
+    heading = lines[0]
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if heading in text:
+        before, _, after = text.partition(heading)
+        rest = after.split("\n## ", 1)
+        after = "\n\n## " + rest[1] if len(rest) > 1 else ""
+        text = before.rstrip("\n") + "\n\n" + "\n".join(lines) + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text.rstrip("\n") + "\n")

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import DOCS
+from bench.common import DOCS, write_section
 from tests.graphql_fuzz import ACCEPTED_CODES, error_lines, fuzz
 from tests.processes import ServeProcess
 
@@ -70,19 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     write_section(DOCS / "benchmarks-security.md", lines)
     print("\n".join(lines))
     return 1 if report.problems or errors else 0
-
-
-def write_section(path: Path, lines: list[str]) -> None:
-    """Replace (or append) this benchmark's section of the document."""
-    text = path.read_text() if path.exists() else "# Security benchmarks\n"
-    if SECTION in text:
-        before, _, after = text.partition(SECTION)
-        rest = after.split("\n## ", 1)
-        after = "\n## " + rest[1] if len(rest) > 1 else ""
-        text = before.rstrip("\n") + "\n\n" + "\n".join(lines) + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    path.write_text(text.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

@@ -36,12 +36,15 @@ import httpx
 import psutil
 from sqlalchemy import text
 
+from bench.common import write_section
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GQL_MEMORY = Path(sys.executable).parent / "gql-memory"
 CAPACITY = 10
+LOAD_SECTION = "## Load (mixed workload, zero errors required)"
+RECOVERY_SECTION = "## Failure and recovery"
 SESSIONS = 16
 ADD = (
     "mutation($c: String!, $s: String!) { addWorkingMemory(input: {content: $c, sessionId: $s}) "
@@ -439,19 +442,20 @@ async def drain(root: Path) -> list[str]:
     ]
 
 
-async def main(seconds: float, runs: list[tuple[int, int]], crash_clients: int) -> list[str]:
+async def main(
+    seconds: float, runs: list[tuple[int, int]], crash_clients: int
+) -> tuple[list[str], list[str]]:
+    """The load section and the recovery section of the results document."""
     root = Path(tempfile.mkdtemp(prefix="gqlm-bench-"))
     try:
         lines = [
-            "# Security and reliability benchmarks",
+            LOAD_SECTION,
             "",
             f"Measured {time.strftime('%Y-%m-%d')} with `python -m bench.load` on "
             f"{platform.machine()}, {os.cpu_count()} cores (shared with other work while "
             f"measured), Python {platform.python_version()}, embedded PostgreSQL 18. "
             "Clients and server run on the same machine, API keys required (verified per "
             "request from the in-process cache).",
-            "",
-            "## Load (mixed workload, zero errors required)",
             "",
             "35% working-memory adds on 16 hot sessions (every add evicts and archives once full), "
             "15% raw dialogue stores, 10% LRU touches, 40% reads (working memory, raw dialogue "
@@ -472,20 +476,20 @@ async def main(seconds: float, runs: list[tuple[int, int]], crash_clients: int) 
             "client's own queueing. The rate is a floor for this machine, not a ceiling of the "
             "server; what must hold everywhere is the zero-error and invariant columns.",
         ]
-        lines += ["", "## Failure and recovery", "", "| scenario | result |", "| --- | --- |"]
+        recovery = [RECOVERY_SECTION, "", "| scenario | result |", "| --- | --- |"]
         print("outage", flush=True)
-        lines += await outage(root)
+        recovery += await outage(root)
         for what in ("server", "database"):
             print(f"crash: {what}", flush=True)
-            lines += await crash(root, what, crash_clients)
+            recovery += await crash(root, what, crash_clients)
         print("drain", flush=True)
-        lines += await drain(root)
-        lines += [
+        recovery += await drain(root)
+        recovery += [
             "",
             "Acknowledged means: the client got a 200 with data. The suite runs shorter versions "
             "of all of these (tests/test_load.py, tests/test_reliability.py).",
         ]
-        return lines
+        return lines, recovery
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -501,7 +505,7 @@ if __name__ == "__main__":
     parser.add_argument("--crash-clients", type=int, default=16)
     parser.add_argument("--output", type=Path, default=DOCS / "benchmarks-security.md")
     args = parser.parse_args()
-    result = asyncio.run(main(args.seconds, parse_runs(args.runs), args.crash_clients))
-    args.output.parent.mkdir(exist_ok=True)
-    args.output.write_text("\n".join(result) + "\n")
-    print("\n".join(result))
+    sections = asyncio.run(main(args.seconds, parse_runs(args.runs), args.crash_clients))
+    for section in sections:  # the document's other sections (fuzzing, soak) stay
+        write_section(args.output, section)
+        print("\n".join(section))

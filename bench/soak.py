@@ -42,7 +42,7 @@ import httpx
 import psutil
 import websockets
 
-from bench.common import DOCS, percentile
+from bench.common import DOCS, percentile, write_section
 from bench.load import Serve, embedded_url, ms, stop_leftover_database
 from gql_memory.auth import ApiKeyStore
 from gql_memory.db import Database
@@ -580,19 +580,6 @@ def report(result: Result) -> tuple[list[str], bool]:
     if problems:
         lines += ["", "First problems:", ""] + [f"    {x[:300]}" for x in problems[:20]]
     return lines, ok
-
-
-def write_section(path: Path, lines: list[str]) -> None:
-    """Replace (or append) this benchmark's section; every other section stays as it is."""
-    text = path.read_text() if path.exists() else "# Security and reliability benchmarks\n"
-    if SECTION in text:
-        before, _, after = text.partition(SECTION)
-        rest = after.split("\n## ", 1)
-        after = "\n\n## " + rest[1] if len(rest) > 1 else ""
-        text = before.rstrip("\n") + "\n\n" + "\n".join(lines) + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
-    path.write_text(text.rstrip("\n") + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

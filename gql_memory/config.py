@@ -290,6 +290,12 @@ class Settings(BaseSettings):
     api_key_cache_size: int = Field(default=10_000, ge=1, description="Keys kept in the cache.")
     graphiql: bool = Field(default=True, description="Serve the GraphiQL IDE at /graphql.")
     introspection: bool = Field(default=True, description="Allow schema introspection.")
+    max_document_chars: int = Field(
+        default=256 * 1024,
+        ge=1024,
+        description="Longest GraphQL document (the query text, not its variables); larger "
+        "values belong in variables.",
+    )
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=2000, ge=10)
     max_aliases: int = Field(default=30, ge=1)

@@ -60,10 +60,13 @@ class GraphQLWS:
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, client: httpx.AsyncClient, base_url: str) -> AsyncIterator[GraphQLWS]:
+    async def connect(
+        cls, client: httpx.AsyncClient, base_url: str, payload: dict[str, Any] | None = None
+    ) -> AsyncIterator[GraphQLWS]:
+        """Connected and acknowledged; ``payload`` is the connection_init payload."""
         url = base_url.replace("http://", "ws://") + "/graphql"
         async with aconnect_ws(url, client, subprotocols=["graphql-transport-ws"]) as ws:
-            await ws.send_json({"type": "connection_init", "payload": {}})
+            await ws.send_json({"type": "connection_init", "payload": payload or {}})
             ack = await ws.receive_json(timeout=5)
             assert ack["type"] == "connection_ack", ack
             yield cls(ws)

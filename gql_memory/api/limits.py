@@ -26,6 +26,8 @@ from graphql import (
 )
 from strawberry.extensions import AddValidationRules
 
+from gql_memory.errors import ValidationError
+
 
 class _FragmentMeasure:
     """Measures selection sets, computing every fragment's measure at most once."""
@@ -139,3 +141,17 @@ class AliasLimit(AddValidationRules):
 
     def __init__(self, max_aliases: int) -> None:
         super().__init__([alias_rule(max_aliases)])
+
+
+def document_too_large(query: str | None, max_chars: int) -> ValidationError | None:
+    """The refusal of a GraphQL document longer than ``max_chars``, checked before parsing.
+
+    graphql-core's lexer reads a document character by character in Python on the event loop
+    (a 1 MB string literal: ~0.5 s; the 16 MB body limit: ~8 s). Large values belong in
+    variables, which are JSON-decoded in C; the document itself stays small."""
+    if query is None or len(query) <= max_chars:
+        return None
+    return ValidationError(
+        f"The GraphQL document has {len(query)} characters, more than the limit of "
+        f"{max_chars} (GQL_MEMORY_MAX_DOCUMENT_CHARS): send large values as variables"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import strawberry
@@ -16,7 +16,9 @@ from strawberry.extensions import (
     SchemaExtension,
 )
 from strawberry.schema.config import StrawberryConfig
+from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext, ExecutionResult
+from strawberry.types.execution import PreExecutionError
 
 from gql_memory.api.auth import ScopeGuard
 from gql_memory.api.context_query import ContextQueries
@@ -24,7 +26,7 @@ from gql_memory.api.cost import QueryCost
 from gql_memory.api.errors import annotate, log_errors
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
-from gql_memory.api.limits import AliasLimit, QueryDepthLimit
+from gql_memory.api.limits import AliasLimit, QueryDepthLimit, document_too_large
 from gql_memory.api.mutations import MemoryMutations
 from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
@@ -76,16 +78,21 @@ class MemorySchema(strawberry.Schema):
     holds every query and mutation to the request deadline."""
 
     request_timeout_s: float = 0.0
+    max_document_chars: int = 256 * 1024
 
-    async def execute(self, *args: Any, **kwargs: Any) -> ExecutionResult:
-        """Past the deadline the operation is cancelled: its resolvers stop, asyncpg cancels
+    async def execute(self, query: str | None, *args: Any, **kwargs: Any) -> ExecutionResult:
+        """HTTP operations. A document over the size limit is refused before it is parsed.
+        Past the deadline the operation is cancelled: its resolvers stop, asyncpg cancels
         the running statement on the server, the transaction rolls back and the pooled
         connection goes back. The caller gets TIMEOUT."""
+        context = kwargs.get("context_value")
+        if refusal := document_too_large(query, self.max_document_chars):
+            return ExecutionResult(data=None, errors=[self._coded(refusal, context)])
         if not self.request_timeout_s:
-            return await super().execute(*args, **kwargs)
+            return await super().execute(query, *args, **kwargs)
         try:
             async with asyncio.timeout(self.request_timeout_s) as deadline:
-                return await super().execute(*args, **kwargs)
+                return await super().execute(query, *args, **kwargs)
         except TimeoutError:
             if not deadline.expired():
                 raise  # a timeout of the work itself, not the deadline
@@ -93,11 +100,26 @@ class MemorySchema(strawberry.Schema):
             f"The request ran past its deadline of {self.request_timeout_s:g} s and was "
             "cancelled (a transaction still open was rolled back)"
         )
-        error = GraphQLError(message, original_error=RequestTimeoutError(message))
-        request_id = getattr(kwargs.get("context_value"), "request_id", None)
-        log.warning("request %s cancelled at its deadline", request_id)
-        annotate(error, request_id)
+        log.warning("request %s cancelled at its deadline", getattr(context, "request_id", None))
+        error = self._coded(RequestTimeoutError(message), context)
         return ExecutionResult(data=None, errors=[error])
+
+    async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> StreamResult:
+        """WebSocket operations: a document over the size limit is refused before parsing."""
+        if refusal := document_too_large(query, self.max_document_chars):
+            error = self._coded(refusal, kwargs.get("context_value"))
+
+            async def refused() -> AsyncGenerator[ExecutionResult, None]:
+                yield PreExecutionError(data=None, errors=[error])
+
+            return refused()
+        return await super().stream(query, *args, **kwargs)
+
+    @staticmethod
+    def _coded(error: Exception, context: Any) -> GraphQLError:
+        coded = GraphQLError(str(error), original_error=error)
+        annotate(coded, getattr(context, "request_id", None))
+        return coded
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -151,6 +173,7 @@ def build_schema(
         config=StrawberryConfig(disable_field_suggestions=not settings.introspection),
     )
     schema.request_timeout_s = settings.request_timeout_s
+    schema.max_document_chars = settings.max_document_chars
     return schema
 
 

@@ -25,6 +25,7 @@ from gql_memory.db import Database
 from gql_memory.errors import RateLimitedError
 from gql_memory.memory.sessions import lock_session
 from tests.conftest import start_live_server, truncate_all
+from tests.live import GraphQLWS
 
 ADD = 'mutation { addWorkingMemory(input: {content: "late", sessionId: "held"}) { addedId } }'
 ITEMS = '{ workingMemory(sessionId: "held") { id } }'
@@ -146,6 +147,29 @@ async def test_a_key_over_its_rate_is_told_when_to_retry(settings: Settings, db:
         assert refused.headers["Retry-After"] == "2"
         # another key is not affected
         assert (await ask(calm)).status_code == 200
+
+
+async def test_operations_over_websocket_count_against_the_rate_too(
+    settings: Settings, db: Database
+) -> None:
+    await truncate_all(db)
+    key = (await ApiKeyStore(db).create("busy", "read")).secret
+    limited = settings.with_overrides(auth="required", rate_limit_per_s=0.5, rate_limit_burst=2)
+    async with (
+        app_on(limited) as (_, base_url),
+        httpx.AsyncClient(base_url=base_url) as client,
+        GraphQLWS.connect(client, base_url, {"apiKey": key}) as ws,
+    ):
+        for _ in range(2):  # the burst
+            await ws.subscribe("{ stats { workingMemory } }")
+            assert await ws.next_data() == {"stats": {"workingMemory": 0}}
+            assert (await ws.receive())["type"] == "complete"
+        await ws.subscribe("{ stats { workingMemory } }")
+        refused = await ws.receive()
+        assert refused["type"] == "error", refused  # refused before execution
+        [error] = refused["payload"]
+        assert error["extensions"]["code"] == "RATE_LIMITED", refused
+        assert error["extensions"]["retryAfterMs"] > 0
 
 
 def test_the_rate_limiter_admits_a_burst_then_the_rate() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -15,6 +16,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import ServiceUnavailableError
 from tests.conftest import LiveServer, start_live_server, truncate_all
+from tests.live import GraphQLWS
 
 TIGHT = {
     "max_query_depth": 2,
@@ -240,3 +242,30 @@ async def test_statement_timeout_is_set_on_every_connection(settings: Settings) 
             assert await conn.scalar(text("SELECT 1")) == 1
     finally:
         await db.dispose()
+
+
+BIG_LITERAL = "x" * 300_000  # over the 256 KiB document limit
+
+
+async def test_a_huge_document_is_refused_before_it_is_parsed(api: LiveServer) -> None:
+    """graphql-core lexes a document in Python on the event loop: large values must come as
+    variables (JSON, decoded in C), the document itself stays under the limit."""
+    inline = f'mutation {{ addWorkingMemory(input: {{content: "{BIG_LITERAL}"}}) {{ addedId }} }}'
+    error = await api.error(inline)
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "send large values as variables" in error["message"]
+    assert "GQL_MEMORY_MAX_DOCUMENT_CHARS" in error["message"]
+    as_variable = await api.data(
+        "mutation($c: String!) { addWorkingMemory(input: {content: $c}) { addedId } }",
+        {"c": BIG_LITERAL},
+    )
+    assert as_variable["addWorkingMemory"]["addedId"]
+
+
+async def test_a_huge_document_over_websocket_is_refused_too(api: LiveServer) -> None:
+    async with GraphQLWS.connect(api.client, api.base_url) as ws:
+        huge = f'subscription {{ memoryEvents(sessionId: "{BIG_LITERAL}") {{ kind }} }}'
+        await ws.subscribe(huge)
+        message = await ws.receive()
+        assert message["type"] == "error", message
+        assert "send large values as variables" in json.dumps(message["payload"])
