@@ -10,7 +10,8 @@ storeRawDialogue and search. Phase 1 (baseline) is only them; in phase 2 (attack
 sends one reproducer every few seconds, in rotation, without waiting for the answers: a 1 MB
 item without spaces then a context over it; 30 aliased connections of 1000 nodes each with
 1000 edges each (refused by the query cost limit); 30 aliased contexts of 100,000 tokens in
-one request; a subscription opened and dropped. Whatever C still has in flight when the
+one request (refused by the cost limit) and 9 (the most it admits); a subscription opened
+and dropped. Whatever C still has in flight when the
 attack ends is dropped; then 10 s more without C. Measured: the normal tenants' latencies per
 phase and their errors (must be 0), the attacker's answers, a /healthz probe (event-loop
 stalls), the server's RSS and how long it takes to exit on SIGTERM. The section "Soak: ..."
@@ -43,7 +44,7 @@ import psutil
 import websockets
 
 from bench.common import DOCS, percentile, write_section
-from bench.load import Serve, embedded_url, ms, stop_leftover_database
+from bench.load import ADD, STORE, Serve, embedded_url, ms, stop_leftover_database
 from gql_memory.auth import ApiKeyStore
 from gql_memory.db import Database
 
@@ -63,14 +64,6 @@ WORDS = (
     "dentist garden printer contract museum train"
 ).split()
 
-ADD = (
-    "mutation($c: String!, $s: String!) { addWorkingMemory(input: {content: $c, sessionId: $s}) "
-    "{ addedId } }"
-)
-STORE = (
-    "mutation($s: String!, $c: String!) { storeRawDialogue(input: {sessionId: $s, "
-    'speaker: "user", content: $c}) { id } }'
-)
 SEARCH = (
     "query($q: String!, $s: String!) { search(query: $q, sessionId: $s, layers: [RAW], "
     "topK: 10) { id content } }"
@@ -86,14 +79,23 @@ NESTED = (
     )
     + " }"
 )
-CONTEXTS = (
-    "query($s: String!) { "
-    + " ".join(
-        f'c{i}: context(query: "x", sessionId: $s, maxTokens: 100000) {{ totalTokens text }}'
-        for i in range(ALIASES)
+
+
+def contexts(aliases: int) -> str:
+    return (
+        "query($s: String!) { "
+        + " ".join(
+            f'c{i}: context(query: "x", sessionId: $s, maxTokens: 100000) {{ totalTokens text }}'
+            for i in range(aliases)
+        )
+        + " }"
     )
-    + " }"
-)
+
+
+CONTEXTS = contexts(ALIASES)
+# The most 100,000-token contexts one request may ask for under the default cost limit
+# (each costs 1 per 5 tokens of its budget): the heaviest context request that runs.
+ADMITTED_CONTEXTS = 9
 
 
 # --- recording ---------------------------------------------------------------------------------
@@ -253,6 +255,7 @@ class Attacker:
             self.nested_connections,
             self.aliased_contexts,
             self.subscription,
+            self.admitted_contexts,
         ]
 
     async def send(
@@ -287,6 +290,10 @@ class Attacker:
     async def aliased_contexts(self, client: httpx.AsyncClient) -> None:
         kind = f"{ALIASES} aliased context(maxTokens: 100000) in one request"
         await self.send(client, kind, CONTEXTS, s="big")
+
+    async def admitted_contexts(self, client: httpx.AsyncClient) -> None:
+        kind = f"{ADMITTED_CONTEXTS} aliased context(maxTokens: 100000), just under the cost limit"
+        await self.send(client, kind, contexts(ADMITTED_CONTEXTS), s="big")
 
     async def subscription(self, client: httpx.AsyncClient) -> None:
         """graphql-transport-ws: init, subscribe, hold 1 s, drop the socket without complete."""

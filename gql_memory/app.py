@@ -249,13 +249,11 @@ async def request_url(owner: Database, settings: Settings, url: str, embedded: b
     """The URL requests connect with: GQL_MEMORY_APP_DATABASE_URL, or on the embedded server
     a login as the role itself; otherwise DATABASE_URL (its connections SET ROLE at start)."""
     role = settings.database_role
-    if settings.app_database_url:
-        return settings.app_database_url
-    if embedded:
+    if embedded and not settings.app_database_url:
         await allow_role_login(owner, role)
         return login_url(url, role)
     await warn_if_text_search_scans(owner)
-    return url
+    return settings.app_database_url or url
 
 
 async def warn_if_text_search_scans(owner: Database) -> None:

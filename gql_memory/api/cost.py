@@ -9,7 +9,7 @@ tens of millions of objects. Cost counts the objects a query can return:
   argument (the value sent, or the argument's default; a connection without `first` is a page
   of GQL_MEMORY_DEFAULT_PAGE_SIZE), and a list without such an argument by the default page
   size too, except the `edges` list inside a connection, which its `first` already counted;
-- a field with a token budget (`context(maxTokens)`) costs 1 per 10 tokens of it;
+- a field with a token budget (`context(maxTokens)`) costs 1 per 5 tokens of it;
 - fields GraphQL merges (the same response key, through fragments or repeated) count once, at
   their most expensive occurrence; a fragment is measured once, whatever spreads it (linear
   time: fragments that spread each other twice do not make 2^n paths).
@@ -49,7 +49,7 @@ BOUND_ARGUMENTS = ("first", "topK")
 # A field with a token budget (context) costs one per TOKENS_PER_UNIT tokens of it: packing
 # and counting its text is linear in the budget, whatever the fields selected.
 BUDGET_ARGUMENT = "maxTokens"
-TOKENS_PER_UNIT = 10
+TOKENS_PER_UNIT = 5
 # Lists without a page argument whose length the domain bounds (a path has at most MAX_DEPTH
 # edges, an insight at most MAX_SOURCE_IDS sources, a context four sections). Working-memory
 # lists are bounded by the capacity setting; any other list counts as a default page.

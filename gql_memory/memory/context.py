@@ -159,14 +159,8 @@ class ContextAssembler:
         worker thread, so one request's packing never stalls the others' (the event loop
         stays free)."""
         return await run_cpu(
-            max_tokens * CHARS_PER_TOKEN_BOUND, self._pack_and_count, offers, max_tokens
+            max_tokens * CHARS_PER_TOKEN_BOUND, self.packer.pack_counted, offers, max_tokens
         )
-
-    def _pack_and_count(
-        self, offers: list[SectionCandidates], max_tokens: int
-    ) -> tuple[str, list[Section], int]:
-        text_, sections = self.packer.pack(offers, max_tokens)
-        return text_, sections, self.packer.tokenizer.count(text_)
 
     async def assemble(
         self,

@@ -120,6 +120,11 @@ def one_line(text: str, max_chars: int | None = None) -> str:
     about ``max_chars`` characters (read up to there, not further)."""
     if max_chars is None or len(text) <= max_chars:
         return " ".join(text.split())
+    # Collapsing never lengthens text: a prefix twice the bound nearly always collapses to
+    # more than the bound (split and join run in C); only whitespace-heavy text reads on.
+    collapsed = " ".join(text[: 2 * max_chars].split())
+    if len(collapsed) >= max_chars:
+        return collapsed[:max_chars].rstrip(" ")
     words, length = [], 0
     for match in _WORDS.finditer(text):
         word = match.group()
@@ -140,6 +145,13 @@ class Packer:
 
     def pack(self, offers: list[SectionCandidates], max_tokens: int) -> tuple[str, list[Section]]:
         """(text, sections) with ``tokenizer.count(text) <= max_tokens``."""
+        text, sections, _ = self.pack_counted(offers, max_tokens)
+        return text, sections
+
+    def pack_counted(
+        self, offers: list[SectionCandidates], max_tokens: int
+    ) -> tuple[str, list[Section], int]:
+        """(text, sections, tokens of the text) with tokens <= ``max_tokens``."""
         max_chars = (max_tokens + 2) * CHARS_PER_TOKEN_BOUND
         offers = [o for o in offers if o.candidates]
         available = max_tokens - self._separator * max(len(offers) - 1, 0)
@@ -250,14 +262,15 @@ class Packer:
         )
         return Section(fill.source.kind, fill.source.header, reason, fill.used, items)
 
-    def _fit(self, sections: list[Section], max_tokens: int) -> tuple[str, list[Section]]:
+    def _fit(self, sections: list[Section], max_tokens: int) -> tuple[str, list[Section], int]:
         """Render; drop trailing items while a non-additive tokenizer overshoots the budget."""
         while True:
             text = SECTION_SEPARATOR.join(
                 s.header + "".join("\n" + i.content for i in s.items) for s in sections
             )
-            if self._count(text) <= max_tokens or not sections:
-                return text, sections
+            tokens = self._count(text)
+            if tokens <= max_tokens or not sections:
+                return text, sections, tokens
             last = sections[-1]
             if len(last.items) <= 1:
                 sections = sections[:-1]

@@ -337,10 +337,10 @@ def contexts(max_tokens: int) -> str:
     )
 
 
-# The reproducer as found costs 30 x 100000 / 10 (see api/cost.py): over the limit. Just
-# under it, 30 contexts of 60000 tokens still run, and must not starve another tenant.
+# The reproducer as found costs 30 x 100000 / 5 (see api/cost.py): over the limit. Just
+# under it, 30 contexts of 30000 tokens still run, and must not starve another tenant.
 REPRODUCED = contexts(100_000)
-STARVE_MAX_TOKENS = 60_000
+STARVE_MAX_TOKENS = 30_000
 STARVE = contexts(STARVE_MAX_TOKENS)
 
 
@@ -351,7 +351,7 @@ async def test_one_tenants_heavy_request_does_not_starve_another(
 ) -> None:
     """Reproducer 4: one read-only request of 30 aliased `context(maxTokens: 100000)` took every
     pool connection; another tenant's `stats` waited 19.6 s (the pool timeout) for
-    SERVICE_UNAVAILABLE. Now its cost (a context costs 1 per 10 tokens of budget) refuses it,
+    SERVICE_UNAVAILABLE. Now its cost (a context costs 1 per 5 tokens of budget) refuses it,
     and a namespace holds at most its share of the pool: with 30 contexts just under the
     cost limit, B's `stats` is answered, promptly, while A's request still runs.
 
@@ -378,7 +378,7 @@ async def test_one_tenants_heavy_request_does_not_starve_another(
         assert refused["data"] is None
         [error] = refused["errors"]
         assert error["extensions"]["code"] == "BAD_USER_INPUT"
-        assert error["message"].startswith("Query cost 300"), error
+        assert error["message"].startswith("Query cost 600"), error
 
         async def busy() -> bool:  # A's transactions hold the namespace's share of the pool
             return await pool_in_use(server) >= small_pool.namespace_slots

@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 import sqlalchemy.exc
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from gql_memory.app import create_app
 from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
@@ -186,3 +187,34 @@ async def test_the_text_leg_reads_lexeme_statistics_under_the_policies(
     assert hidden == 0  # what the function works around
     assert seen == owner_sees
     assert refused == 0
+
+
+async def test_a_dba_provisioned_login_runs_as_the_role(
+    settings: Settings, db: Database, filled: list[str]
+) -> None:
+    """GQL_MEMORY_APP_DATABASE_URL: a login a DBA made a member of gql_memory_app (the
+    README's recipe); the server's connections become the role at their start."""
+    async with db.write() as conn:
+        await conn.execute(
+            text(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'memory_server')"
+                " THEN CREATE ROLE memory_server LOGIN IN ROLE gql_memory_app; END IF; END $$"
+            )
+        )
+    assert settings.database_url
+    login = make_url(settings.database_url).set(username="memory_server")
+    provisioned = settings.with_overrides(
+        app_database_url=login.render_as_string(hide_password=False)
+    )
+    application = create_app(provisioned)
+    server, task, _ = await start_live_server(application)
+    try:
+        scoped = NamespacedDatabase(application.state.db, "tenant_b", application.state.fair_share)
+        async with scoped.read() as conn:
+            who = (await conn.execute(text("SELECT session_user, current_user"))).one()
+            namespaces = await conn.execute(text("SELECT DISTINCT namespace FROM insights"))
+            assert set(namespaces.scalars()) == {"tenant_b"}
+        assert tuple(who) == ("memory_server", DEFAULT_DATABASE_ROLE)
+    finally:
+        server.should_exit = True
+        await task

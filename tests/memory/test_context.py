@@ -282,18 +282,18 @@ async def test_a_huge_item_is_packed_off_the_event_loop(memory: Memory) -> None:
     await memory.working.add("x" * 15_000_000, 0.5, session_id="huge")
     packer = memory.assembler.packer
     threads: list[str] = []
-    original = packer.pack
+    original = packer.pack_counted
 
     def recording_pack(*args: object, **kwargs: object) -> object:
         threads.append(threading.current_thread().name)
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
-    packer.pack = recording_pack  # type: ignore[method-assign]
+    packer.pack_counted = recording_pack  # type: ignore[method-assign]
     try:
         small = await memory.context("x", "huge", max_tokens=2000, include=["WORKING"])
         large = await memory.context("x", "huge", max_tokens=100_000, include=["WORKING"])
     finally:
-        packer.pack = original  # type: ignore[method-assign]
+        packer.pack_counted = original  # type: ignore[method-assign]
     main = threading.main_thread().name
     assert threads[0] == main and threads[1] != main  # small budgets stay inline
     for context, budget in ((small, 2000), (large, 100_000)):
