@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -58,6 +59,12 @@ JSON_REQUIRED = (
     "POST /graphql needs 'Content-Type: application/json'; form, multipart and text bodies "
     "are refused (a web page could send those cross-site)"
 )
+# While serving, a thread doing CPU work (packing a large context, local embeddings) hands
+# the GIL back to the event loop within this long (Python's default is 5 ms): under a tenant's
+# heavy request, the other tenants' p99 went from 9.5x to 2.4x their p99 without it
+# (bench/soak.py, hash embedder).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
 # HTTP statuses of operations refused as a whole (data null), by error code.
 REFUSED_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403, "RATE_LIMITED": 429}
 
@@ -279,6 +286,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # Extraction rules are checked (and compiled, once) before anything starts: a bad
         # rule aborts startup with a message naming it.
         rules_for(settings)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         embedded: EmbeddedPostgres | None = None
         url = settings.database_url
         if url is None:
@@ -339,6 +348,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             metrics.process_exited()
             if embedded is not None:
                 await asyncio.to_thread(embedded.stop)
+            sys.setswitchinterval(switch_interval)
 
     graphql = MemoryGraphQL(settings, metrics)
     routes = [

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gql_memory.memory.tokens import (
     DEFAULT_TOKENIZER,
+    VECTORIZED_ABOVE_CHARS,
     EstimatingTokenizer,
     Tokenizer,
     count_by_pieces,
+    truncate_by_pieces,
 )
 
 
@@ -76,3 +80,21 @@ def test_a_blob_is_cut_to_exactly_fit_after_a_mark() -> None:
         cut = DEFAULT_TOKENIZER.truncate("- " + "x" * 10_000, budget)
         assert DEFAULT_TOKENIZER.count(cut) <= budget
         assert DEFAULT_TOKENIZER.count(cut + "xxxxxx") > budget
+
+
+def test_long_texts_are_counted_and_cut_the_same_vectorized() -> None:
+    """Above VECTORIZED_ABOVE_CHARS, pieces are found and priced with numpy: the same count
+    and the same cut as the definition, on every kind of piece (seeded random texts)."""
+    rng = random.Random(20261123)
+    parts = ["a", "A", "AB", "1", "--", "  ", "\n", "é", "记", "==", ".", "\u00a0", "\x1c"]
+    parts += ["x" * 70, "Q" * 80, "7" * 100, "-" * 20, "\u3000", "\x00"]
+    for _ in range(40):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1500, 4000)))
+        assert len(text) > VECTORIZED_ABOVE_CHARS
+        total = count_by_pieces(text)
+        assert DEFAULT_TOKENIZER.count(text) == total
+        for budget in (0, 1, rng.randint(2, total), total, total + 1):
+            cut = DEFAULT_TOKENIZER.truncate(text, budget)
+            assert text.startswith(cut)
+            assert count_by_pieces(cut) <= budget or cut == ""
+            assert cut == truncate_by_pieces(text, budget)
