@@ -34,10 +34,9 @@ from gql_memory.db.tables import api_keys
 from gql_memory.errors import ConfigurationError, NotFoundError, ValidationError
 from gql_memory.memory import DEFAULT_NAMESPACE
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.validation import check_storable, require_id
+from gql_memory.memory.validation import check_storable, require_id, require_namespace
 
 AuthMode = Literal["required", "optional"]
-NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$")
 _KEY_PATTERN = re.compile(rf"^{API_KEY_PREFIX}[A-Za-z0-9_-]{{20,100}}$")
 
 
@@ -67,15 +66,6 @@ def parse_scopes(value: str | Iterable[str | Scope]) -> frozenset[Scope]:
     if not scopes:
         raise ValidationError("a key needs at least one scope: read, write or admin")
     return frozenset(scopes)
-
-
-def require_namespace(value: Any) -> str:
-    if not isinstance(value, str) or not NAMESPACE_PATTERN.match(value):
-        raise ValidationError(
-            "namespace must be 1-255 characters: letters, digits and . _ : @ - "
-            "(starting with a letter or digit)"
-        )
-    return value
 
 
 @dataclass(frozen=True)

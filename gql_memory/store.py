@@ -30,6 +30,7 @@ from gql_memory.memory.rules import rules_for
 from gql_memory.memory.search import Fusion, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
+from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
 
 
@@ -49,7 +50,7 @@ class MemoryStore:
         self.settings = base.with_overrides(
             database_url=url, data_dir=Path(data_dir) if data_dir else None
         )
-        self.namespace = namespace
+        self.namespace = require_namespace(namespace)  # before any database is started
         self._migrate = migrate
         self._embedded: EmbeddedPostgres | None = None
         self._db: Database | None = None
@@ -107,9 +108,6 @@ class MemoryStore:
 
     def scoped(self, namespace: str) -> Memory:
         """The services of another namespace on the same connection pool (multi-tenant use)."""
-        from gql_memory.memory.validation import require_text
-
-        require_text(namespace, "namespace", max_length=255)
         return Memory(self.memory.db, self.settings, namespace, self.memory.embedder)
 
     @property

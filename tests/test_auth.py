@@ -86,7 +86,7 @@ async def test_list_revoke_and_count(store: ApiKeyStore) -> None:
 
 @pytest.mark.parametrize("namespace", ["", " x", "a b", "ns/1", "x" * 256, "é"])
 async def test_invalid_namespaces_are_refused(store: ApiKeyStore, namespace: str) -> None:
-    with pytest.raises(ValidationError, match="namespace must be"):
+    with pytest.raises(ValidationError, match="is invalid: it must be 1-255 characters"):
         await store.create(namespace, "read")
 
 

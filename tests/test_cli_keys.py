@@ -79,7 +79,10 @@ async def test_list_shows_keys_without_secrets_and_revoke_marks_them(
     [
         (("keys", "revoke", "424242"), "API key 424242 not found"),
         (("keys", "create", "--namespace", "x", "--scopes", "root"), "unknown scope 'root'"),
-        (("keys", "create", "--namespace", "a b", "--scopes", "read"), "namespace must be"),
+        (
+            ("keys", "create", "--namespace", "a b", "--scopes", "read"),
+            "is invalid: it must be 1-255",
+        ),
     ],
 )
 async def test_key_commands_fail_with_a_message(

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 
@@ -43,9 +44,18 @@ raw_dialogue = Table(
     Column("timestamp", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
     Column("embedding", Vector(), nullable=True),
+    # set by transcript imports only: unique per namespace, so no import stores a turn twice
+    Column("import_key", Text, nullable=True),
     Index("ix_raw_dialogue_ns_session_ts", "namespace", "session_id", "timestamp"),
     Index("ix_raw_dialogue_ns_ts", "namespace", "timestamp"),
     Index("ix_raw_dialogue_tsv", "content_tsv", postgresql_using="gin"),
+    Index(
+        "ux_raw_dialogue_import_key",
+        "namespace",
+        "import_key",
+        unique=True,
+        postgresql_where=text("import_key IS NOT NULL"),
+    ),
 )
 
 working_memory = Table(

@@ -18,6 +18,7 @@ from gql_memory.memory.rules import rules_for
 from gql_memory.memory.search import HybridSearch
 from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats, memory_stats
+from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
 
 DEFAULT_NAMESPACE = "default"
@@ -38,7 +39,7 @@ class Memory:
     ) -> None:
         self.db = db
         self.settings = settings
-        self.namespace = namespace
+        self.namespace = require_namespace(namespace)
         self.embedder = embedder or make_provider(settings)
         self.raw = RawDialogueStore(db, settings, namespace, self.embedder)
         self.working = WorkingMemory(db, settings, namespace)

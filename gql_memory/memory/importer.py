@@ -1,13 +1,20 @@
 """Transcript import into raw dialogue: JSON/JSONL turns and the LoCoMo benchmark format.
 
 Batched (one storeRawDialogue batch, i.e. one transaction, per IMPORT_BATCH_SIZE turns) and
-idempotent: every turn gets a deterministic ``import_key`` in its metadata, and turns whose
-key is already stored in the namespace are skipped, so re-running an import (or resuming one
-that stopped half-way) never duplicates a turn. The key is the LoCoMo ``dia_id`` of the
-conversation, a record's own ``id`` when it has one, or else a digest of its session, its
-position within that session in the file, speaker and content — so two identical turns
-("ok", "ok") stay two turns, and turns appended to a file later are imported on the next run.
-The whole file is parsed and validated before anything is written.
+exact: every turn gets a deterministic import key (also shown in its metadata), the database
+keeps it unique per namespace and skips a turn whose key is stored (INSERT ... ON CONFLICT DO
+NOTHING), so re-running an import, resuming one that stopped half-way, or running the same
+import twice at once never stores a turn twice. The key is the LoCoMo ``dia_id`` of the
+conversation, a record's own ``id`` when it has one, or else a digest of its session, speaker
+and content and how many times that speaker said the same before in that session in the
+file — so two identical turns ("ok", "ok") stay two turns, and a turn inserted into a file
+later adds exactly that turn on the next run (no key depends on a position).
+
+The whole file is read and validated before anything is written: any malformed input
+(undecodable bytes, invalid JSON, NaN, numbers or nesting out of range, wrong types, an id
+that repeats in its session) is a ValidationError naming its line (or record) and nothing is
+written. An error found only while writing names the line the import stopped at; the turns
+before it are stored, and re-running the import resumes there.
 
 Generic format, JSONL (one object per line) or a JSON list:
 ``{"sessionId": "chat-1", "speaker": "user", "content": "Hi", "metadata": {...},
@@ -35,14 +42,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy.exc
 from sqlalchemy import text
 
 from gql_memory.config import IMPORT_BATCH_SIZE
-from gql_memory.errors import ValidationError
-from gql_memory.memory.raw import RawDialogueInput, RawDialogueStore
+from gql_memory.errors import GqlMemoryError, ValidationError
+from gql_memory.memory.raw import RawDialogueInput, RawDialogueStore, validated_turn
 from gql_memory.memory.validation import require_json_object, require_session_id, require_text
 
 IMPORT_KEY = "import_key"
+TURN_ERROR = re.compile(r"^turn (\d+): (.*)$", re.S)
 SESSION_KEY = re.compile(r"^session_(\d+)$")
 LOCOMO_DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 
@@ -76,6 +85,13 @@ class ImportSummary:
         )
 
 
+class ImportStoppedError(GqlMemoryError):
+    """Writing stopped part-way (the database refused a batch); the message names the file
+    line to resume from, and a re-run resumes there."""
+
+    code = "SERVICE_UNAVAILABLE"
+
+
 def _invalid(where: str, message: str) -> ValidationError:
     return ValidationError(f"{where}: {message}")
 
@@ -90,49 +106,98 @@ def detect_format(path: Path, document: Any | None) -> ImportFormat:
     return ImportFormat.JSON
 
 
+def _text_of(path: Path) -> str:
+    """The file as text: UTF-8 (a BOM is allowed); undecodable bytes name their line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _invalid(f"line {line}", f"not UTF-8 (byte {exc.start + 1} of the file)") from exc
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json(text: str, where: str) -> Any:
+    """json.loads, refusing NaN/Infinity; every failure is a ValidationError at ``where``
+    (or at the line JSON's own error names)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        at = where if where.startswith("line") else f"line {exc.lineno}"
+        raise _invalid(at, f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise _invalid(where, "JSON nested too deeply") from exc
+    except ValueError as exc:  # NaN, Infinity, -Infinity; integers of over 4300 digits
+        raise _invalid(where, f"not valid JSON ({exc})") from exc
+
+
 def read_transcript(
     path: Path, fmt: ImportFormat | str = ImportFormat.AUTO, session_prefix: str = ""
 ) -> tuple[ImportFormat, list[RawDialogueInput]]:
-    """Parse and validate a whole file into turns (each with its import key)."""
+    """Parse and validate a whole file into turns (each with its import key and origin)."""
     try:
         fmt = ImportFormat(fmt)
     except ValueError as exc:
         raise ValidationError("format must be auto, jsonl, json or locomo") from exc
-    raw = path.read_text(encoding="utf-8")
+    raw = _text_of(path)
     document: Any = None
     if fmt is not ImportFormat.JSONL and not (
         fmt is ImportFormat.AUTO and path.suffix.lower() in (".jsonl", ".ndjson")
     ):
-        try:
-            document = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"{path}: not valid JSON ({exc})") from exc
+        document = _json(raw, "line 1")
     if fmt is ImportFormat.AUTO:
         fmt = detect_format(path, document)
     if fmt is ImportFormat.JSONL:
-        records = []
-        for number, line in enumerate(raw.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append((f"line {number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise _invalid(f"line {number}", f"not valid JSON ({exc})") from exc
+        records = [
+            (f"line {number}", _json(line, f"line {number}"))
+            for number, line in enumerate(raw.splitlines(), 1)
+            if line.strip()
+        ]
         return fmt, generic_turns(records, session_prefix)
     if fmt is ImportFormat.LOCOMO:
         samples = document if isinstance(document, list) else [document]
         return fmt, locomo_turns(samples, session_prefix)
     if not isinstance(document, list):
-        raise ValidationError(f"{path}: a JSON transcript must be a list of turns")
-    return fmt, generic_turns(
-        [(f"record {i}", r) for i, r in enumerate(document, 1)], session_prefix
-    )
+        raise _invalid("line 1", "a JSON transcript must be a list of turns")
+    return fmt, generic_turns(_located_items(raw), session_prefix)
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _located_items(raw: str) -> list[tuple[str, Any]]:
+    """The items of a JSON list (already known to be valid) with the line each starts on."""
+    decoder = json.JSONDecoder(parse_constant=_no_constant)
+    items: list[tuple[str, Any]] = []
+    line, counted = 1, 0
+    position = _skip_space(raw, 0) + 1  # past "["
+    while True:
+        start = _skip_space(raw, position)
+        if raw.startswith("]", start):
+            return items
+        line, counted = line + raw.count("\n", counted, start), start
+        item, end = decoder.raw_decode(raw, start)
+        items.append((f"line {line}", item))
+        position = _skip_space(raw, end) + 1  # past "," (or "]": then the list is done)
+        if raw.startswith("]", position - 1):
+            return items
+
+
+def _skip_space(raw: str, position: int) -> int:
+    return _SPACE.match(raw, position).end()  # type: ignore[union-attr]
 
 
 def _timestamp(value: Any, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, UTC)
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise _invalid(where, f"timestamp {value!r} is out of range") from exc
     if isinstance(value, str):
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -148,7 +213,8 @@ def _key(*parts: Any) -> str:
 
 def generic_turns(records: Iterable[tuple[str, Any]], prefix: str) -> list[RawDialogueInput]:
     turns = []
-    position: dict[str, int] = {}
+    said: dict[tuple[str, str, str], int] = {}  # how often each speaker said each thing
+    ids: dict[tuple[str, str], str] = {}  # (session, id) -> where it first appeared
     for where, record in records:
         if not isinstance(record, dict):
             raise _invalid(where, "a turn must be a JSON object")
@@ -161,16 +227,28 @@ def generic_turns(records: Iterable[tuple[str, Any]], prefix: str) -> list[RawDi
             metadata = dict(require_json_object(record.get("metadata"), "metadata") or {})
         except ValidationError as exc:
             raise _invalid(where, str(exc)) from exc
-        position[session] = position.get(session, 0) + 1
         own_id = record.get("id")
-        metadata[IMPORT_KEY] = (
-            _key("id", session, own_id)
-            if own_id is not None
-            else _key("turn", session, position[session], speaker, content)
-        )
+        if own_id is not None:
+            if not isinstance(own_id, str | int) or isinstance(own_id, bool):
+                raise _invalid(where, "id must be a string or an integer")
+            first = ids.setdefault((session, str(own_id)), where)
+            if first != where:
+                raise _invalid(where, f"id {own_id!r} of session {session!r} repeats {first}")
+            key = _key("id", session, own_id)
+        else:
+            utterance = (session, speaker, content)
+            said[utterance] = occurrence = said.get(utterance, 0) + 1
+            key = _key("said", session, speaker, content, occurrence)
+        metadata[IMPORT_KEY] = key
         turns.append(
             RawDialogueInput(
-                session, speaker, content, metadata, _timestamp(record.get("timestamp"), where)
+                session,
+                speaker,
+                content,
+                metadata,
+                _timestamp(record.get("timestamp"), where),
+                import_key=key,
+                origin=where,
             )
         )
     return turns
@@ -244,8 +322,10 @@ def _locomo_turn(
     if turn.get("blip_caption"):
         content += f" [shares a photo: {turn['blip_caption']}]"
         metadata["blip_caption"] = turn["blip_caption"]
-    metadata[IMPORT_KEY] = f"locomo:{sample_id}:{dia_id}"
-    return RawDialogueInput(session, speaker, content, metadata, moment)
+    metadata[IMPORT_KEY] = key = f"locomo:{sample_id}:{dia_id}"
+    return RawDialogueInput(
+        session, speaker, content, metadata, moment, import_key=key, origin=where
+    )
 
 
 class TranscriptImporter:
@@ -260,16 +340,20 @@ class TranscriptImporter:
     async def run(
         self, fmt: ImportFormat, turns: list[RawDialogueInput], progress: Progress | None = None
     ) -> ImportSummary:
+        _refuse_repeated_keys(turns)
+        for turn in turns:  # what storing would refuse, refused before anything is written
+            try:
+                validated_turn(turn)
+            except ValidationError as exc:
+                raise _invalid(str(turn.origin), str(exc)) from exc
         started = time.perf_counter()
         stored = batches = 0
         for start in range(0, len(turns), self.batch_size):
             batch = turns[start : start + self.batch_size]
-            present = await self._present(batch)
+            present = await self._present(batch)  # not embedded again
             fresh = [t for t in batch if _import_key(t) not in present]
-            fresh = list({_import_key(t): t for t in fresh}.values())  # repeats within a file
             if fresh:
-                await self.raw.store_many(fresh)
-                stored += len(fresh)
+                stored += len(await self._store(fresh))
                 batches += 1
             if progress:
                 progress(start + len(batch), len(turns))
@@ -283,26 +367,47 @@ class TranscriptImporter:
             seconds=time.perf_counter() - started,
         )
 
+    async def _store(self, batch: list[RawDialogueInput]) -> list[Any]:
+        """Store one batch (one transaction); the database skips keys stored meanwhile by a
+        concurrent import. A failure names the file line the import stopped at."""
+        try:
+            return await self.raw.store_many(batch)
+        except (GqlMemoryError, sqlalchemy.exc.DBAPIError) as exc:
+            message = str(exc.orig if isinstance(exc, sqlalchemy.exc.DBAPIError) else exc)
+            where = batch[0].origin
+            if (turn := TURN_ERROR.match(message)) and int(turn.group(1)) < len(batch):
+                where, message = batch[int(turn.group(1))].origin, turn.group(2)
+            raise ImportStoppedError(
+                f"{where}: {message.strip()} (the turns before {batch[0].origin} are stored; "
+                "fix the cause and run the import again: it resumes there)"
+            ) from exc
+
     async def _present(self, batch: list[RawDialogueInput]) -> set[str]:
-        """Import keys of the batch already stored (through the session index)."""
+        """Import keys of the batch already stored (one index lookup)."""
         async with self.raw.db.read() as conn:
             rows = await conn.execute(
                 text(
-                    "SELECT metadata->>'import_key' FROM raw_dialogue "
-                    "WHERE namespace = :ns AND session_id = ANY(:sessions) "
-                    "AND metadata->>'import_key' = ANY(:keys)"
+                    "SELECT import_key FROM raw_dialogue "
+                    "WHERE namespace = :ns AND import_key = ANY(:keys)"
                 ),
-                {
-                    "ns": self.raw.namespace,
-                    "sessions": sorted({t.session_id for t in batch}),
-                    "keys": [_import_key(t) for t in batch],
-                },
+                {"ns": self.raw.namespace, "keys": [_import_key(t) for t in batch]},
             )
             return set(rows.scalars())
 
 
 def _import_key(turn: RawDialogueInput) -> str:
-    return str((turn.metadata or {})[IMPORT_KEY])
+    assert turn.import_key is not None, "every parsed turn has an import key"
+    return turn.import_key
+
+
+def _refuse_repeated_keys(turns: list[RawDialogueInput]) -> None:
+    """Two records that are the same turn by their key (an id or a LoCoMo dia_id used twice)
+    are an error naming both: the second would silently replace the first."""
+    seen: dict[str, str | None] = {}
+    for turn in turns:
+        first = seen.setdefault(_import_key(turn), turn.origin)
+        if first != turn.origin:
+            raise _invalid(str(turn.origin), f"the same turn id as {first}")
 
 
 async def import_file(

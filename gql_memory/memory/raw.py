@@ -83,6 +83,10 @@ class RawDialogueInput:
     content: str
     metadata: dict[str, Any] | None = None
     timestamp: datetime | None = None
+    # Transcript imports: the turn's key, unique per namespace (a turn whose key is already
+    # stored is skipped, atomically), and where in the file it came from (for errors).
+    import_key: str | None = None
+    origin: str | None = None
 
 
 def parse_date_range(value: str) -> tuple[datetime, datetime]:
@@ -123,13 +127,15 @@ def _storable(moment: datetime, field: str) -> datetime:
     return utc
 
 
-def _validated(turn: RawDialogueInput) -> dict[str, Any]:
+def validated_turn(turn: RawDialogueInput) -> dict[str, Any]:
+    """The turn as a row to insert, or ValidationError (what storing it would refuse)."""
     return {
         "session_id": require_session_id(turn.session_id),
         "speaker": require_text(turn.speaker, "speaker", max_length=50),
         "content": require_text(turn.content, "content"),
         "metadata": require_json_object(turn.metadata, "metadata"),
         "timestamp": _storable(turn.timestamp, "timestamp") if turn.timestamp else None,
+        "import_key": turn.import_key,
     }
 
 
@@ -190,7 +196,10 @@ class RawDialogueStore:
         return (await self.store_many([turn]))[0]
 
     async def store_many(self, turns: Sequence[RawDialogueInput]) -> list[RawDialogue]:
-        """Store many turns in one transaction: all of them or, on any invalid turn, none."""
+        """Store many turns in one transaction: all of them or, on any invalid turn, none.
+
+        Turns with an ``import_key`` already stored in the namespace are skipped (not
+        returned): concurrent imports of one file store each turn once."""
         if not turns:
             raise ValidationError("input must contain at least one turn")
         if len(turns) > MAX_BATCH:
@@ -198,7 +207,7 @@ class RawDialogueStore:
         rows = []
         for index, turn in enumerate(turns):
             try:
-                rows.append(_validated(turn))
+                rows.append(validated_turn(turn))
             except ValidationError as exc:
                 if len(turns) == 1:
                     raise
@@ -208,11 +217,13 @@ class RawDialogueStore:
         embeddings = await self._embed(rows)
         async with self.db.write() as conn:
             stored = await self._insert(conn, rows, embeddings)
+            if not stored:
+                return stored
             if self.settings.auto_graph:
                 await link_turns(
                     conn, self.namespace, [(t.id, t.speaker, t.content) for t in stored]
                 )
-            await self._count_events(conn, [r["session_id"] for r in rows])
+            await self._count_events(conn, [t.session_id for t in stored])
             await publish(conn, *dialogue_events(self.namespace, stored))
             return stored
 
@@ -269,17 +280,19 @@ class RawDialogueStore:
             text(
                 """
                 INSERT INTO raw_dialogue (namespace, session_id, speaker, content, metadata,
-                                          "timestamp", content_tsv, embedding)
+                                          "timestamp", content_tsv, embedding, import_key)
                 SELECT :namespace, u.session_id, u.speaker, u.content, CAST(u.metadata AS jsonb),
                        coalesce(u.ts, clock_timestamp()),
                        to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max)),
-                       CAST(u.embedding AS vector)
+                       CAST(u.embedding AS vector), u.import_key
                 FROM unnest(CAST(:session_ids AS text[]), CAST(:speakers AS text[]),
                             CAST(:contents AS text[]), CAST(:metadata AS text[]),
-                            CAST(:timestamps AS timestamptz[]), CAST(:embeddings AS text[]))
+                            CAST(:timestamps AS timestamptz[]), CAST(:embeddings AS text[]),
+                            CAST(:import_keys AS text[]))
                      WITH ORDINALITY AS u(session_id, speaker, content, metadata, ts, embedding,
-                                          ord)
+                                          import_key, ord)
                 ORDER BY u.ord
+                ON CONFLICT (namespace, import_key) WHERE import_key IS NOT NULL DO NOTHING
                 RETURNING id, session_id, speaker, content, metadata, "timestamp"
                 """
             ).columns(metadata=JSONB),
@@ -295,6 +308,7 @@ class RawDialogueStore:
                 ],
                 "timestamps": [r["timestamp"] for r in rows],
                 "embeddings": embeddings,
+                "import_keys": [r["import_key"] for r in rows],
             },
         )
         return sorted((RawDialogue.from_row(r) for r in result.all()), key=lambda t: t.id)

@@ -26,8 +26,10 @@ def check_storable(value: str, field: str) -> str:
 
 def require_text(value: Any, field: str, *, max_length: int | None = None) -> str:
     """A non-empty string (not just whitespace), storable, and at most ``max_length`` chars."""
-    if value is None or not isinstance(value, str):
+    if value is None:
         raise ValidationError(f"{field} is required")
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {type(value).__name__}")
     if not value.strip():
         raise ValidationError(f"{field} must not be empty")
     if max_length is not None and len(value) > max_length:
@@ -115,3 +117,17 @@ def require_page_size(first: Any, default: int, maximum: int) -> int:
     if not 1 <= first <= maximum:
         raise ValidationError(f"first must be between 1 and {maximum}")
     return first
+
+
+# One rule for every way in: API keys, the library, transcript imports, the MCP bridge.
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$")
+
+
+def require_namespace(value: Any) -> str:
+    """A namespace every entry point accepts (so data never lands where no key can read it)."""
+    if not isinstance(value, str) or not NAMESPACE_PATTERN.match(value):
+        raise ValidationError(
+            f"namespace {str(value)[:60]!r} is invalid: it must be 1-255 characters, letters, "
+            "digits and . _ : @ - (starting with a letter or digit)"
+        )
+    return value

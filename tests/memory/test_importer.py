@@ -116,7 +116,7 @@ async def test_turns_go_to_the_store_namespace(memory: Memory, tmp_path: Path) -
     ("name", "content", "message"),
     [
         ("bad.jsonl", [{"speaker": "u", "content": "x"}], "line 1: sessionId must not be empty"),
-        ("bad.json", [{"sessionId": "s", "speaker": "u", "content": ""}], "record 1: content"),
+        ("bad.json", [{"sessionId": "s", "speaker": "u", "content": ""}], "line 1: content"),
         ("bad.json", {"sessionId": "s"}, "must be a list of turns"),
         (
             "bad.json",
