@@ -26,7 +26,7 @@ from gql_memory.embeddings import configured_dim, describe, make_provider
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
 from gql_memory.logs import configure_logging, log_config
 from gql_memory.memory.embedding_config import reembed as reembed_all
-from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.memory.embedding_config import reembed_status, verify_embedding_config
 from gql_memory.memory.rules import load_rule_file, rules_for
 from gql_memory.memory.validation import require_namespace
 
@@ -189,10 +189,23 @@ def migrate(data_dir: DataDirOption = None) -> None:
 def reembed(
     data_dir: DataDirOption = None,
     batch_size: Annotated[int, typer.Option(help="Texts per embedding request.")] = 256,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="Discard the vectors of an interrupted re-embed toward another provider, "
+            "model or dimension and start over with the configured one.",
+        ),
+    ] = False,
+    status: Annotated[
+        bool, typer.Option("--status", help="Show the re-embed in progress; change nothing.")
+    ] = False,
 ) -> None:
     """Re-embed every insight, episode and raw turn with the configured provider.
 
-    Use it after switching embedding provider, model or dimension; stop the server first.
+    Use it after switching embedding provider, model or dimension. Every server and library
+    user must be stopped: it refuses to run while one is connected, and servers refuse to
+    start until it has finished. An interrupted run resumes when run again.
     """
     from rich.progress import Progress
 
@@ -204,6 +217,10 @@ def reembed(
         embedder = make_provider(settings)
         try:
             await upgrade(db, embedder.dim, settings.database_role)
+            if status:
+                found = await reembed_status(db, settings.embed_raw_dialogue)
+                typer.echo("\n".join(found.lines()))
+                return {}
             with Progress() as bar:
                 tasks: dict[str, object] = {}
 
@@ -218,6 +235,8 @@ def reembed(
                     batch_size=batch_size,
                     embed_all_raw=settings.embed_raw_dialogue,
                     raw_context=settings.embed_raw_context,
+                    restart=restart,
+                    exclusive=True,
                     progress=progress,
                 )
         finally:
@@ -229,8 +248,9 @@ def reembed(
             counts = asyncio.run(run(url))
     except GqlMemoryError as exc:
         _fail(str(exc))
-    summary = ", ".join(f"{table}: {n}" for table, n in counts.items())
-    typer.echo(f"re-embedded {summary}")
+    if not status:
+        summary = ", ".join(f"{table}: {n}" for table, n in counts.items())
+        typer.echo(f"re-embedded {summary}")
 
 
 @app.command("export-schema")

@@ -6,6 +6,7 @@ success), a wrong dimension, and a log of every request body received.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,11 @@ from starlette.routing import Route
 from gql_memory.embeddings.hashed import HashEmbedder
 
 
+def model_mark(model: str) -> float:
+    """The value a marking fake puts last in every vector of ``model`` (2.0 to 2.999)."""
+    return 2.0 + zlib.crc32(model.encode()) % 1000 / 1000
+
+
 @dataclass
 class FakeOpenAI:
     dim: int = 384
@@ -26,6 +32,10 @@ class FakeOpenAI:
     wrong_dim: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
     base_url: str = ""
+    # every vector's last component marks the model that made it (see ``model_mark``)
+    mark_models: bool = False
+    # answer 500 to every request after this many (an embedding run "killed" part-way)
+    fail_after: int | None = None
 
     def reset(self) -> None:
         self.vectors.clear()
@@ -33,6 +43,8 @@ class FakeOpenAI:
         self.requests.clear()
         self.always_fail = None
         self.wrong_dim = False
+        self.mark_models = False
+        self.fail_after = None
 
     def set_vector(self, text: str, components: list[float]) -> None:
         """A known vector for ``text``: the given leading components, zero-padded."""
@@ -47,6 +59,8 @@ class FakeOpenAI:
         body = await request.json()
         self.requests.append({"body": body, "authorization": request.headers.get("authorization")})
         status = self.always_fail or (self.failures.pop(0) if self.failures else None)
+        if self.fail_after is not None and len(self.requests) > self.fail_after:
+            status = 500
         if status:
             return JSONResponse(
                 {"error": {"message": "scripted failure", "type": "server_error", "code": None}},
@@ -55,7 +69,11 @@ class FakeOpenAI:
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         size = self.dim + 1 if self.wrong_dim else self.dim
         data = [
-            {"object": "embedding", "index": i, "embedding": (self.vector_for(t) + [0.0])[:size]}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": self._marked((self.vector_for(t) + [0.0])[:size], body["model"]),
+            }
             for i, t in enumerate(inputs)
         ]
         return JSONResponse(
@@ -66,6 +84,11 @@ class FakeOpenAI:
                 "usage": {"prompt_tokens": 1, "total_tokens": 1},
             }
         )
+
+    def _marked(self, vector: list[float], model: str) -> list[float]:
+        if self.mark_models:
+            vector = [*vector[:-1], model_mark(model)]
+        return vector
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/embeddings", self.embeddings, methods=["POST"])])

@@ -16,6 +16,10 @@ from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 log = logging.getLogger(__name__)
 
 CLIENT_TIMEOUT_MARGIN_S = 2.0
+# How connections name themselves in pg_stat_activity: servers and library users (they
+# read and write memories) apart from migrations and admin commands.
+SERVING_APPLICATION_NAME = "gql-memory"
+ADMIN_APPLICATION_NAME = "gql-memory-admin"
 
 # Failures that mean "the database is not there right now", not "your request is wrong".
 _UNAVAILABLE = (
@@ -50,13 +54,18 @@ class Database:
 
     @classmethod
     def from_url(
-        cls, url: str, settings: Settings | None = None, *, role: str | None = None
+        cls,
+        url: str,
+        settings: Settings | None = None,
+        *,
+        role: str | None = None,
+        application_name: str = SERVING_APPLICATION_NAME,
     ) -> Database:
         """A pool on ``url``; with ``role``, every connection runs as that role from its
         start (PostgreSQL checks privileges and row-level security against it)."""
         settings = settings or Settings()
         server_settings = {
-            "application_name": "gql-memory",
+            "application_name": application_name,
             "hnsw.ef_search": str(settings.hnsw_ef_search),
             # With a namespace filter, keep scanning the HNSW index until enough rows match.
             "hnsw.iterative_scan": "relaxed_order",
@@ -89,7 +98,9 @@ class Database:
         """A small pool without statement timeouts, for migrations, re-embedding and admin
         commands: building an HNSW index over a large table takes longer than any request."""
         return cls.from_url(
-            url, settings.with_overrides(statement_timeout_ms=0, db_pool_size=2, db_max_overflow=0)
+            url,
+            settings.with_overrides(statement_timeout_ms=0, db_pool_size=2, db_max_overflow=0),
+            application_name=ADMIN_APPLICATION_NAME,
         )
 
     @asynccontextmanager

@@ -119,6 +119,8 @@ embedding_config = Table(
     Column("document_prefix", Text, nullable=False, server_default=""),
     Column("query_input_type", Text, nullable=False, server_default=""),
     Column("document_input_type", Text, nullable=False, server_default=""),
+    # a re-embed in progress: the signature it embeds with (migration 0009), else NULL
+    Column("reembed_target", JSONB, nullable=True),
 )
 
 insights = Table(

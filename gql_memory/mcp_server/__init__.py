@@ -6,6 +6,7 @@ graph_add_edge, graph_query_neighbors, graph_find_path, get_context) and five re
 resources (memory://working-memory, memory://stale-memory, memory://l0-raw,
 memory://l2-insights, memory://episode-memory; seed 003). Both call the same service layer
 as the GraphQL API, through a ``MemoryStore`` (DATABASE_URL or the embedded PostgreSQL).
+A malformed frame gets its JSON-RPC error (framing.py) and the bridge reads on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
 from gql_memory.config import Settings
+from gql_memory.mcp_server.framing import checked_stdio
 from gql_memory.mcp_server.resources import check_parameters, register_resources
 from gql_memory.mcp_server.tools import register_tools
 from gql_memory.memory import DEFAULT_NAMESPACE
@@ -39,7 +41,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class MemoryMCPServer(MCPServer[None]):
-    """MCPServer whose memory:// resources refuse parameters they do not know."""
+    """MCPServer whose memory:// resources refuse parameters they do not know, and whose
+    stdio transport answers a malformed frame instead of dropping it."""
+
+    async def run_stdio_async(self) -> None:
+        async with checked_stdio() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
+            )
 
     async def read_resource(
         self, uri: AnyUrl | str, context: Context[None, Any] | None = None

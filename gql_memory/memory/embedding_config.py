@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gql_memory.config import LISTENER_APPLICATION_NAME
 from gql_memory.db import Database
+from gql_memory.db.engine import SERVING_APPLICATION_NAME
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory.raw import turn_document
@@ -51,6 +56,17 @@ class EmbeddingSignature:
             f"({self.asymmetry.describe()})"
         )
 
+    def as_json(self) -> dict[str, object]:
+        return {"provider": self.provider, "model": self.model, "dim": self.dim} | asdict(
+            self.asymmetry
+        )
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> EmbeddingSignature:
+        fields = {k: value[k] for k in ("provider", "model", "dim")}
+        asymmetry = Asymmetry(**{k: v for k, v in value.items() if k not in fields})
+        return cls(fields["provider"], fields["model"], int(fields["dim"]), asymmetry)
+
 
 async def stored_signature(db: Database) -> EmbeddingSignature:
     async with db.read() as conn:
@@ -78,7 +94,15 @@ async def stored_config(db: Database) -> tuple[str, str, int]:
 
 
 async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> None:
-    """Refuse a provider whose vectors would not be comparable with the stored ones."""
+    """Refuse a provider whose vectors would not be comparable with the stored ones, and
+    any start while a re-embed is in progress (its vectors are half written)."""
+    pending = await pending_target(db)
+    if pending is not None:
+        raise ConfigurationError(
+            f"A re-embed toward {pending.describe()} is in progress in this database: no "
+            "server or library may use it until `gql-memory reembed` has finished (run it "
+            "again to resume; `gql-memory reembed --status` shows how far it got)."
+        )
     stored = await stored_signature(db)
     wanted = EmbeddingSignature.of(provider)
     if stored.provider == "unset" and stored.dim == provider.dim:
@@ -88,14 +112,21 @@ async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> 
         raise ConfigurationError(
             f"This database holds {stored.describe()}, but the configured provider gives "
             f"{wanted.describe()}. Vectors of the two are not comparable. Either run "
-            "`gql-memory reembed` (with the server stopped) to re-embed every insight, episode "
-            "and raw turn with the configured provider, or point DATABASE_URL / --data-dir at "
-            "a new database, or configure the original provider again "
+            "`gql-memory reembed` (with every server stopped) to re-embed every insight, "
+            "episode and raw turn with the configured provider, or point DATABASE_URL / "
+            "--data-dir at a new database, or configure the original provider again "
             "(GQL_MEMORY_EMBEDDING_PROVIDER, GQL_MEMORY_EMBEDDING_MODEL, "
             "GQL_MEMORY_EMBEDDING_DIM, GQL_MEMORY_EMBEDDING_QUERY_PREFIX, "
             "GQL_MEMORY_EMBEDDING_DOCUMENT_PREFIX, GQL_MEMORY_EMBEDDING_QUERY_INPUT_TYPE, "
             "GQL_MEMORY_EMBEDDING_DOCUMENT_INPUT_TYPE)."
         )
+
+
+async def pending_target(db: Database) -> EmbeddingSignature | None:
+    """The target of a re-embed in progress (started, not yet swapped in), or None."""
+    async with db.read() as conn:
+        value = await conn.scalar(text("SELECT reembed_target FROM embedding_config"))
+    return None if value is None else EmbeddingSignature.from_json(value)
 
 
 RECORD_SQL = """
@@ -130,29 +161,49 @@ async def reembed(
     batch_size: int = 256,
     embed_all_raw: bool = False,
     raw_context: bool = True,
+    restart: bool = False,
+    exclusive: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """Re-embed every embedded row with ``provider`` and switch the database to its dimension.
+    """Re-embed every embedded row with ``provider`` and switch the database to it.
 
-    Vectors are written to a side column batch by batch (resumable: a rerun continues), then
-    one transaction swaps the columns, rebuilds the HNSW indexes and records the provider.
-    Returns the number of rows re-embedded per table.
+    The run records its target (provider, model, dimension, query/document marking) before
+    it writes a vector; servers refuse to start until it is done. Vectors go to a side
+    column batch by batch: a re-run toward the same target continues, toward another one it
+    is refused (``restart`` discards the pending vectors and starts toward the new target),
+    so two vector spaces are never mixed. One transaction then holds the tables against
+    writes, catches up rows written meanwhile, swaps the columns, rebuilds the HNSW indexes
+    and records the provider. Returns the number of rows re-embedded per table. Nothing may
+    write with the old provider meanwhile: with ``exclusive`` (the CLI) the run is refused
+    while a server or library user is connected, checked before and after the target is
+    recorded (a server that started in between is seen; later ones refuse to start).
     """
+    target = EmbeddingSignature.of(provider)
+    if exclusive:
+        await refuse_while_in_use(db)
+    await _begin(db, target, restart)
+    if exclusive:
+        await refuse_while_in_use(db)
     counts: dict[str, int] = {}
     for table, (source, required) in EMBEDDED_TABLES.items():
+        pending = _pending(required or embed_all_raw)
         counts[table] = await _fill_side_column(
-            db,
-            provider,
-            table,
-            source,
-            required or embed_all_raw,
-            raw_context,
-            batch_size,
-            progress,
+            db, provider, table, source, pending, raw_context, batch_size, progress
         )
     async with db.write() as conn:
         # rebuilding HNSW indexes over large tables outlasts the per-statement timeout
         await conn.execute(text("SET LOCAL statement_timeout = 0"))
+        # reads go on; writes wait until the swap is done (and then use the new column)
+        await conn.execute(
+            text(f"LOCK TABLE {', '.join(EMBEDDED_TABLES)} IN SHARE ROW EXCLUSIVE MODE")
+        )
+        for table, (source, required) in EMBEDDED_TABLES.items():
+            pending = _pending(required or embed_all_raw)
+            previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and raw_context else "NULL"
+            while caught_up := await _embed_batch(
+                conn, provider, table, source, pending, previous, batch_size
+            ):
+                counts[table] += caught_up
         for table, (_, required) in EMBEDDED_TABLES.items():
             index = f"ix_{table}_embedding_hnsw"
             await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
@@ -168,8 +219,40 @@ async def reembed(
                     "WITH (m = 16, ef_construction = 64)"
                 )
             )
-        await conn.execute(text(RECORD_SQL), _record_params(EmbeddingSignature.of(provider)))
+        await conn.execute(text(RECORD_SQL), _record_params(target))
+        await conn.execute(text("UPDATE embedding_config SET reembed_target = NULL"))
     return counts
+
+
+async def _begin(db: Database, target: EmbeddingSignature, restart: bool) -> None:
+    """Record the run's target and make its side columns (at its dimension), or continue the
+    run toward the same target; another pending target is refused unless ``restart``."""
+    async with db.write() as conn:
+        recorded = await conn.scalar(text("SELECT reembed_target FROM embedding_config FOR UPDATE"))
+        pending = None if recorded is None else EmbeddingSignature.from_json(recorded)
+        if pending == target:
+            return  # resume: the side columns hold this target's vectors only
+        if pending is not None and not restart:
+            raise ConfigurationError(
+                f"An interrupted re-embed toward {pending.describe()} is pending, but the "
+                f"configured provider gives {target.describe()}; continuing would mix the two. "
+                "Run `gql-memory reembed --restart` to discard its vectors and re-embed "
+                "everything with the configured provider, or configure its provider again "
+                "and run `gql-memory reembed` to finish it."
+            )
+        for table in EMBEDDED_TABLES:
+            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN IF EXISTS embedding_next"))
+            await conn.execute(
+                text(f"ALTER TABLE {table} ADD COLUMN embedding_next vector({int(target.dim)})")
+            )
+        await conn.execute(
+            text("UPDATE embedding_config SET reembed_target = CAST(:t AS jsonb)"),
+            {"t": json.dumps(target.as_json())},
+        )
+
+
+def _pending(every_row: bool) -> str:
+    return "t.embedding_next IS NULL" + ("" if every_row else " AND t.embedding IS NOT NULL")
 
 
 async def _fill_side_column(
@@ -177,47 +260,120 @@ async def _fill_side_column(
     provider: EmbeddingProvider,
     table: str,
     source: str,
-    every_row: bool,
+    pending: str,
     context: bool,
     batch_size: int,
     progress: Progress | None,
 ) -> int:
-    async with db.write() as conn:
-        await conn.execute(
-            text(
-                f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS "
-                f"embedding_next vector({int(provider.dim)})"
-            )
-        )
-    pending = "t.embedding_next IS NULL" + ("" if every_row else " AND t.embedding IS NOT NULL")
     previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and context else "NULL"
     async with db.read() as conn:
         total = await conn.scalar(text(f"SELECT count(*) FROM {table} t WHERE {pending}")) or 0
     done = 0
     while True:
-        async with db.read() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        f"SELECT t.id, {source} AS body, {previous} AS previous "
-                        f"FROM {table} t WHERE {pending} ORDER BY t.id LIMIT :n"
-                    ),
-                    {"n": batch_size},
-                )
-            ).all()
-        if not rows:
-            return done
-        documents = [turn_document(r.previous, r.body) for r in rows]
-        vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
         async with db.write() as conn:
-            await conn.execute(
-                text(
-                    f"UPDATE {table} t SET embedding_next = CAST(u.v AS vector) "
-                    "FROM unnest(CAST(:ids AS bigint[]), CAST(:vs AS text[])) AS u(id, v) "
-                    "WHERE t.id = u.id"
-                ),
-                {"ids": [r.id for r in rows], "vs": [vector_literal(v) for v in vectors]},
+            embedded = await _embed_batch(
+                conn, provider, table, source, pending, previous, batch_size
             )
-        done += len(rows)
+        if not embedded:
+            return done
+        done += embedded
         if progress:
             progress(table, done, total)
+
+
+async def _embed_batch(
+    conn: AsyncConnection,
+    provider: EmbeddingProvider,
+    table: str,
+    source: str,
+    pending: str,
+    previous: str,
+    batch_size: int,
+) -> int:
+    """Embed one batch of pending rows into the side column; how many (0: none left)."""
+    rows = (
+        await conn.execute(
+            text(
+                f"SELECT t.id, {source} AS body, {previous} AS previous "
+                f"FROM {table} t WHERE {pending} ORDER BY t.id LIMIT :n"
+            ),
+            {"n": batch_size},
+        )
+    ).all()
+    if not rows:
+        return 0
+    documents = [turn_document(r.previous, r.body) for r in rows]
+    vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
+    await conn.execute(
+        text(
+            f"UPDATE {table} t SET embedding_next = CAST(u.v AS vector) "
+            "FROM unnest(CAST(:ids AS bigint[]), CAST(:vs AS text[])) AS u(id, v) "
+            "WHERE t.id = u.id"
+        ),
+        {"ids": [r.id for r in rows], "vs": [vector_literal(v) for v in vectors]},
+    )
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class ReembedStatus:
+    """What `gql-memory reembed --status` shows."""
+
+    target: EmbeddingSignature | None  # None: no re-embed in progress
+    current: EmbeddingSignature
+    tables: dict[str, tuple[int, int]]  # table -> (vectors written, rows left)
+
+    def lines(self) -> list[str]:
+        if self.target is None:
+            return [f"no re-embed in progress; the database holds {self.current.describe()}"]
+        lines = [
+            f"re-embed in progress toward {self.target.describe()}",
+            f"(the database still serves {self.current.describe()})",
+        ]
+        for table, (done, left) in self.tables.items():
+            lines.append(f"{table}: {done} re-embedded, {left} left")
+        lines.append("run `gql-memory reembed` again to finish it")
+        return lines
+
+
+async def reembed_status(db: Database, embed_all_raw: bool = False) -> ReembedStatus:
+    target = await pending_target(db)
+    tables: dict[str, tuple[int, int]] = {}
+    if target is not None:
+        async with db.read() as conn:
+            for table, (_, required) in EMBEDDED_TABLES.items():
+                pending = _pending(required or embed_all_raw)
+                row = (
+                    await conn.execute(
+                        text(
+                            "SELECT count(*) FILTER (WHERE t.embedding_next IS NOT NULL), "
+                            f"count(*) FILTER (WHERE {pending}) FROM {table} t"
+                        )
+                    )
+                ).one()
+                tables[table] = (int(row[0]), int(row[1]))
+    return ReembedStatus(target, await stored_signature(db), tables)
+
+
+async def refuse_while_in_use(db: Database) -> None:
+    """Refuse to re-embed while a server or library user is connected: it would write
+    vectors of the old model, or search with them, while the new ones are written."""
+    async with db.read() as conn:
+        users = (
+            await conn.execute(
+                text(
+                    "SELECT pid, client_addr, application_name FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND application_name IN (:serving, :listener)"
+                ),
+                {"serving": SERVING_APPLICATION_NAME, "listener": LISTENER_APPLICATION_NAME},
+            )
+        ).all()
+    if users:
+        pids = ", ".join(str(u.pid) for u in users[:10])
+        raise ConfigurationError(
+            f"{len(users)} connection(s) of a gql-memory server or library are open on this "
+            f"database (backend pids {pids}): stop every server and library user first — "
+            "they would keep writing and searching with the old embeddings — then run "
+            "`gql-memory reembed` again."
+        )
