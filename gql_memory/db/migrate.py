@@ -7,6 +7,8 @@ import logging
 from importlib import resources
 from pathlib import Path
 
+import asyncpg
+import sqlalchemy.exc
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -96,12 +98,24 @@ async def upgrade(
     ``database_role`` is the role row-level security is granted to (migration 0007).
     """
     await ensure_pgvector(db)
-    async with db.engine.begin() as conn:
-        # Several workers may start at once: one migrates, the others wait and find it done.
-        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
-        # schema changes on large tables (index builds) may outlast the per-statement timeout
-        await conn.execute(text("SET LOCAL statement_timeout = 0"))
-        await conn.run_sync(_upgrade, embedding_dim, database_role)
+    try:
+        async with db.engine.begin() as conn:
+            # Several workers may start at once: one migrates, the others wait and find it done.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('gql_memory:migrate'))"))
+            # schema changes on large tables (index builds) may outlast the statement timeout
+            await conn.execute(text("SET LOCAL statement_timeout = 0"))
+            await conn.run_sync(_upgrade, embedding_dim, database_role)
+    except sqlalchemy.exc.DBAPIError as exc:
+        cause = getattr(exc.orig, "__cause__", None) or exc.orig
+        if not isinstance(cause, asyncpg.InsufficientPrivilegeError):
+            raise
+        raise ConfigurationError(
+            f"Migrating the database was refused: {cause}. The DATABASE_URL user must own "
+            f"the schema, and to create the role {database_role!r} (row-level security) it "
+            f'needs CREATEROLE — or a DBA creates it first: CREATE ROLE "{database_role}" '
+            "NOLOGIN NOSUPERUSER NOBYPASSRLS; (README: Row-level security). Nothing was "
+            "changed."
+        ) from exc
 
 
 async def current_revision(db: Database) -> str | None:

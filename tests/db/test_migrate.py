@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from gql_memory.config import Settings
 from gql_memory.db import Database
+from gql_memory.db.embedded import EmbeddedPostgres, admin_url
 from gql_memory.db.migrate import (
     current_revision,
     ensure_pgvector,
@@ -11,6 +17,8 @@ from gql_memory.db.migrate import (
     pgvector_problem,
     upgrade,
 )
+from gql_memory.errors import ConfigurationError
+from tests.conftest import _admin
 
 
 def test_a_server_without_pgvector_is_told_how_to_install_it() -> None:
@@ -44,3 +52,32 @@ async def test_an_unknown_text_search_configuration_is_refused_at_startup(db: Da
     await ensure_text_search_config(db, "german")
     with pytest.raises(ConfigurationError, match="'germn' is not a text-search configuration"):
         await ensure_text_search_config(db, "germn")
+
+
+async def test_an_owner_that_cannot_create_the_role_is_told_what_a_dba_must_do(
+    embedded_pg: EmbeddedPostgres,
+) -> None:
+    """External databases: the DATABASE_URL user owns its database but lacks CREATEROLE; the
+    row-level security role does not exist. One clear error, and nothing is changed."""
+    name = "t_limited_owner"
+    await _admin(embedded_pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await _admin(
+        embedded_pg,
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'limited_owner') "
+        "THEN CREATE ROLE limited_owner LOGIN NOCREATEROLE; END IF; END $$",
+    )
+    await _admin(embedded_pg, f'CREATE DATABASE "{name}" OWNER limited_owner')
+    superuser = Database.from_url(admin_url(embedded_pg.server, name), Settings())
+    async with superuser.write() as conn:  # what a DBA does for pgvector
+        await conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+    await superuser.dispose()
+    url = make_url(admin_url(embedded_pg.server, name)).set(username="limited_owner")
+    owner = Database.from_url(url.render_as_string(hide_password=False), Settings())
+    try:
+        with pytest.raises(ConfigurationError, match="needs CREATEROLE") as refused:
+            await upgrade(owner, 384, "gqlm_role_nobody_made")
+        assert 'CREATE ROLE "gqlm_role_nobody_made"' in str(refused.value)
+        assert await current_revision(owner) is None  # the whole upgrade rolled back
+    finally:
+        await owner.dispose()
+        await _admin(embedded_pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
