@@ -32,6 +32,8 @@ MAX_DEPTH = 5
 MAX_NODE_KEY_BYTES = 2400
 NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
 EDGE_COLUMNS = "id, source_id, target_id, relation, weight, properties, created_at"
+_NODE_FIELDS = tuple(NODE_COLUMNS.split(", "))
+_EDGE_FIELDS = tuple(EDGE_COLUMNS.split(", "))
 
 
 class Direction(enum.Enum):
@@ -56,7 +58,12 @@ class Node:
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Node:
         m = row._mapping
-        return cls(**{k: m[k] for k in NODE_COLUMNS.split(", ")})
+        return cls(*(m[k] for k in _NODE_FIELDS))
+
+    @classmethod
+    def from_columns(cls, row: Row[Any] | Any) -> Node:
+        """A row of exactly NODE_COLUMNS, in order (positional: no name lookups)."""
+        return cls(*row)
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,12 @@ class Edge:
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Edge:
         m = row._mapping
-        return cls(**{k: m[k] for k in EDGE_COLUMNS.split(", ")})
+        return cls(*(m[k] for k in _EDGE_FIELDS))
+
+    @classmethod
+    def from_columns(cls, row: Row[Any] | Any) -> Edge:
+        """A row of exactly EDGE_COLUMNS, in order (positional: no name lookups)."""
+        return cls(*row)
 
 
 @dataclass(frozen=True)
@@ -273,7 +285,7 @@ class Graph:
                 {"ns": self.namespace, "ids": list(ids)},
             )
         ).all()
-        return {row.id: Node.from_row(row) for row in rows}
+        return {row[0]: Node.from_columns(row) for row in rows}
 
     async def node_by_name(self, label: str, name: str) -> Node | None:
         label = require_text(label, "label")
@@ -538,7 +550,7 @@ class Graph:
                 {"ns": self.namespace, "ids": list(ids)},
             )
         ).all()
-        return {row.id: Edge.from_row(row) for row in rows}
+        return {row[0]: Edge.from_columns(row) for row in rows}
 
 
 def _parents(
