@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import sqlalchemy.exc
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from gql_memory.config import LIVE_EVENTS_OPTION, Settings
@@ -44,6 +46,15 @@ def _is_unavailable(exc: BaseException) -> bool:
         cause = getattr(exc.orig, "__cause__", None)
         return isinstance(exc.orig, _UNAVAILABLE) or isinstance(cause, _UNAVAILABLE)
     return isinstance(exc, sqlalchemy.exc.InterfaceError | sqlalchemy.exc.OperationalError)
+
+
+def _discard_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Hand out no connection the database has closed (a restart, an administrator's
+    pg_terminate_backend): asyncpg notices the closed socket without a round trip, and the
+    pool replaces the connection. A connection that dies mid-request fails that request
+    with SERVICE_UNAVAILABLE, as any connection loss does."""
+    if dbapi_connection.driver_connection.is_closed():
+        raise sqlalchemy.exc.DisconnectionError("connection closed by the database")
 
 
 class Database:
@@ -83,7 +94,8 @@ class Database:
             pool_size=settings.db_pool_size,
             max_overflow=settings.db_max_overflow,
             pool_timeout=settings.db_pool_timeout_s,
-            pool_pre_ping=True,
+            # not pool_pre_ping: that costs three round trips (BEGIN, ping, ROLLBACK) on
+            # every checkout; see _discard_closed
             connect_args={
                 "timeout": settings.db_connect_timeout_s,
                 "command_timeout": command_timeout,
@@ -91,6 +103,7 @@ class Database:
             },
             execution_options={LIVE_EVENTS_OPTION: settings.live_events},
         )
+        event.listen(engine.sync_engine, "checkout", _discard_closed)
         return cls(engine)
 
     @classmethod
@@ -114,6 +127,25 @@ class Database:
         except Exception as exc:
             if _is_unavailable(exc):
                 raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+            raise
+
+    @asynccontextmanager
+    async def statement(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for one statement in autocommit: its own transaction, with no
+        BEGIN and COMMIT round trips. For hot paths whose whole work is one server-side
+        function (adding to working memory); asyncpg prepares and caches the statement."""
+        try:
+            async with self.engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                yield raw.driver_connection
+        except GqlMemoryError:
+            raise
+        except Exception as exc:
+            if _is_unavailable(exc):
+                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+            if isinstance(exc, asyncpg.PostgresError):
+                # what a statement through SQLAlchemy would raise: callers handle one kind
+                raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
             raise
 
     @asynccontextmanager

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -80,6 +81,12 @@ class NamespacedDatabase(Database):
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with self._share.slot(self._namespace), self._db.read() as conn:
             await self._scope(conn)
+            yield conn
+
+    @asynccontextmanager
+    async def statement(self) -> AsyncIterator[asyncpg.Connection]:
+        """One autocommit statement; it must name its namespace to the policies itself."""
+        async with self._share.slot(self._namespace), self._db.statement() as conn:
             yield conn
 
     async def _scope(self, conn: AsyncConnection) -> None:

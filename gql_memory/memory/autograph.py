@@ -93,58 +93,6 @@ ENTITY_NODES = """entity_nodes AS (
     RETURNING id, name
 )"""
 
-# One statement: nodes for the new turns, NEXT from each turn's predecessor in its session
-# (a turn stored earlier, or one of this batch), entity nodes (upserted, so concurrent
-# batches naming the same entity share it) and the SPOKEN_BY / MENTIONS edges.
-LINK_TURNS_SQL = f"""
-WITH new_turns AS (
-    SELECT r.id, r.session_id, r."timestamp" FROM raw_dialogue r
-    WHERE r.namespace = :ns AND r.id = ANY(CAST(:ids AS bigint[]))
-),
-turn_nodes AS (
-    INSERT INTO nodes (namespace, label, name, properties, raw_id)
-    SELECT :ns, 'Turn', CAST(t.id AS text),
-           jsonb_build_object('auto', true, 'sessionId', t.session_id), t.id
-    FROM new_turns t ORDER BY t.id
-    ON CONFLICT (namespace, label, name) DO UPDATE SET raw_id = EXCLUDED.raw_id
-    RETURNING id, raw_id
-),
-predecessors AS (
-    SELECT t.id AS raw_id, p.id AS previous_raw_id
-    FROM new_turns t
-    JOIN LATERAL (
-        SELECT r.id FROM raw_dialogue r
-        WHERE r.namespace = :ns AND r.session_id = t.session_id
-          AND (r."timestamp", r.id) < (t."timestamp", t.id)
-        ORDER BY r."timestamp" DESC, r.id DESC LIMIT 1
-    ) p ON true
-),
-all_turn_nodes AS (
-    SELECT id, raw_id FROM turn_nodes
-    UNION ALL
-    SELECT n.id, n.raw_id FROM nodes n
-    WHERE n.namespace = :ns AND n.label = 'Turn'
-      AND n.raw_id IN (SELECT previous_raw_id FROM predecessors)
-),
-{ENTITY_NODES},
-links AS (
-    SELECT prev.id AS source_id, cur.id AS target_id, 'NEXT' AS relation
-    FROM predecessors p
-    JOIN all_turn_nodes cur ON cur.raw_id = p.raw_id
-    JOIN all_turn_nodes prev ON prev.raw_id = p.previous_raw_id
-    UNION ALL
-    SELECT tn.id, en.id, m.relation
-    FROM unnest(CAST(:link_ids AS bigint[]), CAST(:link_names AS text[]),
-                CAST(:link_relations AS text[])) AS m(raw_id, name, relation)
-    JOIN turn_nodes tn ON tn.raw_id = m.raw_id
-    JOIN entity_nodes en ON en.name = m.name
-)
-INSERT INTO edges (namespace, source_id, target_id, relation, properties)
-SELECT DISTINCT :ns, source_id, target_id, relation, CAST('{{"auto": true}}' AS jsonb)
-FROM links WHERE source_id <> target_id
-ON CONFLICT DO NOTHING
-"""
-
 LINK_INSIGHTS_SQL = f"""
 WITH insight_nodes AS (
     INSERT INTO nodes (namespace, label, name, properties, insight_id)
@@ -195,35 +143,24 @@ WHERE e.namespace = :ns AND n.namespace = :ns AND e.relation IN ('MENTIONS', 'SP
 """
 
 
-async def link_turns(
-    conn: AsyncConnection, namespace: str, turns: Sequence[tuple[int, str, str]]
-) -> None:
-    """Graph the new turns (id, speaker, content) of one batch."""
-    if not turns:
-        return
-    link_ids: list[int] = []
-    link_names: list[str] = []
-    link_relations: list[str] = []
-    for turn_id, speaker, content in turns:
+def turn_links(turns: Sequence[tuple[str, str]]) -> tuple[list[int], list[str], list[str]]:
+    """The entity links of a batch of turns (speaker, content), as parallel arrays of the
+    turn's position in the batch (from 1), the entity's name and the relation (SPOKEN_BY,
+    MENTIONS). The database graphs the turns it stores with them (gql_memory_link_turns,
+    migration 0010): a node per turn, NEXT edges, entity nodes and these edges."""
+    positions: list[int] = []
+    names: list[str] = []
+    relations: list[str] = []
+    for position, (speaker, content) in enumerate(turns, start=1):
         if (name := speaker_entity(speaker)) is not None:
-            link_ids.append(turn_id)
-            link_names.append(name)
-            link_relations.append(SPOKEN_BY)
+            positions.append(position)
+            names.append(name)
+            relations.append(SPOKEN_BY)
         for mentioned in entity_names(content, speaker):
-            link_ids.append(turn_id)
-            link_names.append(mentioned)
-            link_relations.append(MENTIONS)
-    await conn.execute(
-        text(LINK_TURNS_SQL),
-        {
-            "ns": namespace,
-            "ids": [t[0] for t in turns],
-            "entity_names": sorted(set(link_names)),
-            "link_ids": link_ids,
-            "link_names": link_names,
-            "link_relations": link_relations,
-        },
-    )
+            positions.append(position)
+            names.append(mentioned)
+            relations.append(MENTIONS)
+    return positions, names, relations
 
 
 async def link_insights(

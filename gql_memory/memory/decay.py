@@ -15,14 +15,16 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
-from gql_memory.memory.sessions import lock_and_count_events, lock_and_count_events_of
-from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows
+from gql_memory.memory.events import live_channel, process_origin
+from gql_memory.memory.sessions import lock_and_count_events
 
 # Raw attention of working_memory row `w` given its session's counter `s.event_counter`.
+# (The formula is the function gql_memory_raw_attention of migration 0010, which the planner
+# inlines; the sweep in the database uses the same function.)
 RAW_ATTENTION_SQL = (
-    "(coalesce(w.attention, w.importance) * power(CAST(:decay_rate AS float8), "
-    "greatest(coalesce(s.event_counter, 0) - w.last_event, 0)) "
-    "+ w.mention_count * CAST(:mention_boost AS float8))"
+    "gql_memory_raw_attention(coalesce(w.attention, w.importance), "
+    "CAST(:decay_rate AS float8), coalesce(s.event_counter, 0) - w.last_event, "
+    "w.mention_count, CAST(:mention_boost AS float8))"
 )
 ATTENTION_SQL = f"greatest(CAST(:attention_floor AS float8), {RAW_ATTENTION_SQL})"
 
@@ -45,51 +47,33 @@ def attention(
 
 
 async def sweep(
-    conn: AsyncConnection, namespace: str, session_id: str | list[str], settings: Settings
-) -> list[StaleMemoryItem]:
-    """Archive (DECAY_EVICTION) the non-critical items of the session(s) whose raw attention
-    fell below the delete threshold."""
-    sessions = [session_id] if isinstance(session_id, str) else session_id
-    victims = (
-        (
-            await conn.execute(
-                text(
-                    f"""
-                SELECT w.id FROM working_memory w
-                LEFT JOIN session_state s
-                  ON s.namespace = w.namespace AND s.session_id = w.session_id
-                WHERE w.namespace = :ns AND w.session_id = ANY(:sids)
-                  AND w.importance <= :critical
-                  AND {RAW_ATTENTION_SQL} < :threshold
-                """
-                ),
-                {
-                    "ns": namespace,
-                    "sids": sessions,
-                    "critical": settings.critical_importance,
-                    "threshold": settings.decay_delete_threshold,
-                    **decay_params(settings),
-                },
-            )
-        )
-        .scalars()
-        .all()
+    conn: AsyncConnection, namespace: str, session_id: str, settings: Settings
+) -> list[int]:
+    """Archive (DECAY_EVICTION) the non-critical items of the session whose raw attention
+    fell below the delete threshold; the ids they had. The caller holds the session's lock."""
+    archived = await conn.execute(
+        text(
+            "SELECT original_id FROM gql_memory_sweep(:ns, :sid, :critical, :decay_rate, "
+            ":mention_boost, :threshold, :channel, :origin) ORDER BY id"
+        ),
+        {
+            "ns": namespace,
+            "sid": session_id,
+            "critical": settings.critical_importance,
+            "decay_rate": settings.decay_rate,
+            "mention_boost": settings.mention_boost,
+            "threshold": settings.decay_delete_threshold,
+            "channel": live_channel(conn),
+            "origin": process_origin(),
+        },
     )
-    return await archive_rows(conn, namespace, list(victims), ArchiveReason.DECAY_EVICTION)
+    return list(archived.scalars())
 
 
 async def session_event(
-    conn: AsyncConnection, namespace: str, session_id: str, settings: Settings, count: int = 1
-) -> tuple[int, list[StaleMemoryItem]]:
-    """One write event (or ``count``) in a session: take the session's lock, advance the
-    counter, then sweep."""
-    counter = await lock_and_count_events(conn, namespace, session_id, count)
+    conn: AsyncConnection, namespace: str, session_id: str, settings: Settings
+) -> tuple[int, list[int]]:
+    """One write event in a session: take the session's lock, advance the counter, then
+    sweep; the new counter and the ids of the items the sweep archived."""
+    counter = await lock_and_count_events(conn, namespace, session_id)
     return counter, await sweep(conn, namespace, session_id, settings)
-
-
-async def sessions_events(
-    conn: AsyncConnection, namespace: str, counts: dict[str, int], settings: Settings
-) -> list[StaleMemoryItem]:
-    """Write events in many sessions at once (a batch of turns): lock, count, one sweep."""
-    await lock_and_count_events_of(conn, namespace, counts)
-    return await sweep(conn, namespace, sorted(counts), settings)

@@ -19,7 +19,6 @@ import enum
 import json
 import os
 import uuid
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,8 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import EVENTS_CHANNEL, LIVE_EVENTS_OPTION, NOTIFY_PAYLOAD_MAX_BYTES
 
 if TYPE_CHECKING:
-    from gql_memory.memory.raw import RawDialogue
-    from gql_memory.memory.stale import StaleMemoryItem
+    pass
 
 PAYLOAD_VERSION = 1
 
@@ -177,6 +175,15 @@ class MemoryEvent:
         return first.split(max_bytes) + rest.split(max_bytes)
 
 
+def live_channel(conn: AsyncConnection) -> str | None:
+    """The channel events of this connection go to, or None when live events are off
+    (for statements that publish from inside the database, e.g. the one-statement add)."""
+    sync = conn.sync_connection
+    if sync is not None and not sync.get_execution_options().get(LIVE_EVENTS_OPTION, True):
+        return None
+    return EVENTS_CHANNEL
+
+
 async def publish(conn: AsyncConnection, *events: MemoryEvent) -> None:
     """NOTIFY the events inside the caller's transaction: delivered only if it commits.
 
@@ -184,8 +191,7 @@ async def publish(conn: AsyncConnection, *events: MemoryEvent) -> None:
     notifications of a transaction in the order they were sent). Nothing is sent when the
     database was opened with live events switched off (``Settings.live_events``).
     """
-    sync = conn.sync_connection
-    if sync is not None and not sync.get_execution_options().get(LIVE_EVENTS_OPTION, True):
+    if live_channel(conn) is None:
         return
     payloads = [part.to_payload() for event in events for part in event.split()]
     if not payloads:
@@ -194,31 +200,3 @@ async def publish(conn: AsyncConnection, *events: MemoryEvent) -> None:
         text("SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p"),
         {"channel": EVENTS_CHANNEL, "payloads": payloads},
     )
-
-
-def archive_events(namespace: str, archived: Sequence[StaleMemoryItem]) -> list[MemoryEvent]:
-    """EVICTED / ARCHIVED / DECAYED events for archived items, one per (session, reason)."""
-    groups: dict[tuple[str, str], list[StaleMemoryItem]] = {}
-    for item in archived:
-        groups.setdefault((item.session_id, item.reason.value), []).append(item)
-    return [
-        MemoryEvent(
-            kind=ARCHIVE_KINDS[reason],
-            namespace=namespace,
-            session_id=session_id,
-            ids=tuple(i.original_id or 0 for i in items),
-            archived_ids=tuple(i.id for i in items),
-        )
-        for (session_id, reason), items in groups.items()
-    ]
-
-
-def dialogue_events(namespace: str, turns: Iterable[RawDialogue]) -> list[MemoryEvent]:
-    """DIALOGUE_STORED events, one per session of the stored turns."""
-    by_session: dict[str, list[int]] = {}
-    for turn in turns:
-        by_session.setdefault(turn.session_id, []).append(turn.id)
-    return [
-        MemoryEvent(EventKind.DIALOGUE_STORED, namespace, session_id, tuple(ids))
-        for session_id, ids in by_session.items()
-    ]

@@ -5,24 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import Row, and_, select, text, tuple_
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import TSV_MAX_CHARS, Settings
+from gql_memory.config import EVENTS_CHANNEL, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ServiceUnavailableError, ValidationError
-from gql_memory.memory.autograph import link_turns
-from gql_memory.memory.decay import sessions_events
-from gql_memory.memory.events import dialogue_events, publish
+from gql_memory.memory.autograph import turn_links
+from gql_memory.memory.events import process_origin
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
@@ -152,6 +148,18 @@ JOIN LATERAL (
     LIMIT 1
 ) p ON true
 """
+# Storing turns is one statement in autocommit (migration 0010): insert them (skipping import
+# keys already stored), graph them, count each session's events and sweep it, NOTIFY.
+STORE_TURNS_SQL = """
+SELECT * FROM gql_memory_store_turns(
+    CAST($1 AS text), CAST($2 AS text), CAST($3 AS int),
+    CAST($4 AS text[]), CAST($5 AS text[]), CAST($6 AS text[]), CAST($7 AS text[]),
+    CAST($8 AS timestamptz[]), CAST($9 AS text[]), CAST($10 AS text[]),
+    CAST($11 AS boolean), CAST($12 AS bigint[]), CAST($13 AS text[]), CAST($14 AS text[]),
+    CAST($15 AS float8), CAST($16 AS float8), CAST($17 AS float8), CAST($18 AS float8),
+    CAST($19 AS text), CAST($20 AS text))
+"""
+
 # Bounds the previous turn's share of a contextual document, so the turn itself is embedded.
 CONTEXT_PREVIOUS_CHARS = 1_000
 
@@ -215,22 +223,48 @@ class RawDialogueStore:
         if self.settings.redact_raw_dialogue:  # the optional redaction gate (SPEC §3.8)
             await run_cpu(sum(len(r["content"]) for r in rows), _redact_in_place, rows)
         embeddings = await self._embed(rows)
-        async with self.db.write() as conn:
-            stored = await self._insert(conn, rows, embeddings)
-            if not stored:
-                return stored
-            if self.settings.auto_graph:
-                await link_turns(
-                    conn, self.namespace, [(t.id, t.speaker, t.content) for t in stored]
-                )
-            await self._count_events(conn, [t.session_id for t in stored])
-            await publish(conn, *dialogue_events(self.namespace, stored))
-            return stored
+        async with self.db.statement() as conn:
+            stored = await conn.fetch(STORE_TURNS_SQL, *self._store_arguments(rows, embeddings))
+        return [
+            RawDialogue(
+                id=r[0],
+                session_id=r[1],
+                speaker=r[2],
+                content=r[3],
+                metadata=None if r[4] is None else json.loads(r[4]),
+                timestamp=r[5],
+            )
+            for r in stored
+        ]
 
-    async def _count_events(self, conn: AsyncConnection, session_ids: list[str]) -> None:
-        """Each stored turn is a write event of its session (working-memory decay)."""
-        # one statement for the locks and counters of every session, one for the sweep
-        await sessions_events(conn, self.namespace, dict(Counter(session_ids)), self.settings)
+    def _store_arguments(
+        self, rows: list[dict[str, Any]], embeddings: list[str | None]
+    ) -> tuple[Any, ...]:
+        """The arguments of STORE_TURNS_SQL, in order."""
+        settings = self.settings
+        links: tuple[list[int], list[str], list[str]] = ([], [], [])
+        if settings.auto_graph:
+            links = turn_links([(r["speaker"], r["content"]) for r in rows])
+        return (
+            self.namespace,
+            settings.text_search_config,
+            TSV_MAX_CHARS,
+            [r["session_id"] for r in rows],
+            [r["speaker"] for r in rows],
+            [r["content"] for r in rows],
+            [None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows],
+            [r["timestamp"] for r in rows],
+            embeddings,
+            [r["import_key"] for r in rows],
+            settings.auto_graph,
+            *links,
+            settings.critical_importance,
+            settings.decay_rate,
+            settings.mention_boost,
+            settings.decay_delete_threshold,
+            EVENTS_CHANNEL if settings.live_events else None,
+            process_origin(),
+        )
 
     async def _embed(self, rows: list[dict[str, Any]]) -> list[str | None]:
         """Embeddings for hybrid search, when enabled. The transcript matters more than its
@@ -271,47 +305,6 @@ class RawDialogueStore:
             documents.append(turn_document(previous.get(r["session_id"]), current))
             previous[r["session_id"]] = current
         return documents
-
-    async def _insert(
-        self, conn: AsyncConnection, rows: list[dict[str, Any]], embeddings: list[str | None]
-    ) -> list[RawDialogue]:
-        """One INSERT ... SELECT FROM unnest(...): a single round trip for any batch size."""
-        result = await conn.execute(
-            text(
-                """
-                INSERT INTO raw_dialogue (namespace, session_id, speaker, content, metadata,
-                                          "timestamp", content_tsv, embedding, import_key)
-                SELECT :namespace, u.session_id, u.speaker, u.content, CAST(u.metadata AS jsonb),
-                       coalesce(u.ts, clock_timestamp()),
-                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max)),
-                       CAST(u.embedding AS vector), u.import_key
-                FROM unnest(CAST(:session_ids AS text[]), CAST(:speakers AS text[]),
-                            CAST(:contents AS text[]), CAST(:metadata AS text[]),
-                            CAST(:timestamps AS timestamptz[]), CAST(:embeddings AS text[]),
-                            CAST(:import_keys AS text[]))
-                     WITH ORDINALITY AS u(session_id, speaker, content, metadata, ts, embedding,
-                                          import_key, ord)
-                ORDER BY u.ord
-                ON CONFLICT (namespace, import_key) WHERE import_key IS NOT NULL DO NOTHING
-                RETURNING id, session_id, speaker, content, metadata, "timestamp"
-                """
-            ).columns(metadata=JSONB),
-            {
-                "namespace": self.namespace,
-                "tsconfig": self.settings.text_search_config,
-                "tsv_max": TSV_MAX_CHARS,
-                "session_ids": [r["session_id"] for r in rows],
-                "speakers": [r["speaker"] for r in rows],
-                "contents": [r["content"] for r in rows],
-                "metadata": [
-                    None if r["metadata"] is None else json.dumps(r["metadata"]) for r in rows
-                ],
-                "timestamps": [r["timestamp"] for r in rows],
-                "embeddings": embeddings,
-                "import_keys": [r["import_key"] for r in rows],
-            },
-        )
-        return sorted((RawDialogue.from_row(r) for r in result.all()), key=lambda t: t.id)
 
     async def get(self, turn_id: Any) -> RawDialogue | None:
         turn_id = require_id(turn_id)

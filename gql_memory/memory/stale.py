@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.db import Database
 from gql_memory.db.tables import stale_memory
 from gql_memory.errors import NotFoundError, ValidationError
-from gql_memory.memory.events import archive_events, publish
+from gql_memory.memory.events import live_channel, process_origin
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
     require_id,
@@ -173,33 +173,26 @@ class StaleMemory:
 async def archive_rows(
     conn: AsyncConnection, namespace: str, ids: list[int], reason: ArchiveReason
 ) -> list[StaleMemoryItem]:
-    """Move working-memory rows to stale memory in one statement (delete + insert)."""
+    """Move working-memory rows to stale memory and report them, in one statement (the
+    function of migration 0010 that every archive path goes through: LRU, decay, manual,
+    clear)."""
     if not ids:
         return []
     rows = (
         await conn.execute(
             text(
                 """
-                WITH moved AS (
-                    DELETE FROM working_memory
-                    WHERE namespace = :namespace AND id = ANY(:ids)
-                    RETURNING id, session_id, content, importance, ref_kind, ref_id, provenance,
-                              last_accessed
-                )
-                INSERT INTO stale_memory (namespace, session_id, original_id, original_content,
-                                          importance, reason, archived_at, ref_kind, ref_id,
-                                          provenance)
-                SELECT :namespace, session_id, id, content, importance, :reason,
-                       clock_timestamp(), ref_kind, ref_id, provenance
-                FROM moved
-                ORDER BY last_accessed, id
-                RETURNING *
+                SELECT * FROM gql_memory_archive(:namespace, :ids, :reason, :channel, :origin)
+                ORDER BY id
                 """
             ).columns(provenance=JSONB),
-            {"namespace": namespace, "ids": ids, "reason": reason.value},
+            {
+                "namespace": namespace,
+                "ids": ids,
+                "reason": reason.value,
+                "channel": live_channel(conn),
+                "origin": process_origin(),
+            },
         )
     ).all()
-    archived = [StaleMemoryItem.from_row(r) for r in rows]
-    # Every archive path (LRU, decay, manual, clear) goes through here: one place reports it.
-    await publish(conn, *archive_events(namespace, archived))
-    return archived
+    return [StaleMemoryItem.from_row(r) for r in rows]

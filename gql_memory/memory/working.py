@@ -9,6 +9,7 @@ stale memory in the same transaction, so nothing is ever lost.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy import Row, func, select, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import Settings
+from gql_memory.config import EVENTS_CHANNEL, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import working_memory
 from gql_memory.errors import NotFoundError, ValidationError
@@ -27,7 +28,13 @@ from gql_memory.memory.decay import (
     session_event,
     sweep,
 )
-from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.events import (
+    EventKind,
+    MemoryEvent,
+    live_channel,
+    process_origin,
+    publish,
+)
 from gql_memory.memory.sessions import lock_and_count_events, lock_session
 from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem, archive_rows, require_reason
 from gql_memory.memory.validation import (
@@ -116,6 +123,55 @@ LEFT JOIN session_state s ON s.namespace = w.namespace AND s.session_id = w.sess
 """
 
 
+# The one-statement add (migration 0010): lock and count, decay sweep, insert, LRU eviction
+# with its archive, NOTIFY. Its arguments in order, with their SQL types (parameters are sent
+# as text for provenance, so no JSON codec of the connection gets a say).
+_ADD_ARGUMENTS = (
+    ("ns", "text"),
+    ("sid", "text"),
+    ("content", "text"),
+    ("importance", "float8"),
+    ("attention", "float8"),
+    ("ref_kind", "text"),
+    ("ref_id", "bigint"),
+    ("provenance", "jsonb"),
+    ("restored_from", "bigint"),
+    ("capacity", "int"),
+    ("critical", "float8"),
+    ("decay_rate", "float8"),
+    ("mention_boost", "float8"),
+    ("delete_threshold", "float8"),
+    ("channel", "text"),
+    ("origin", "text"),
+)
+
+
+def _add_sql(placeholders: list[str]) -> str:
+    arguments = ", ".join(
+        f"CAST(CAST({p} AS text) AS jsonb)" if name == "provenance" else f"CAST({p} AS {sql_type})"
+        for (name, sql_type), p in zip(_ADD_ARGUMENTS, placeholders, strict=True)
+    )
+    return (
+        "SELECT added_id, current_count, evicted_ids, evicted_archived_ids, decayed_ids "
+        f"FROM gql_memory_add_working({arguments})"
+    )
+
+
+ADD_SQL_NAMED = _add_sql([f":{name}" for name, _ in _ADD_ARGUMENTS])
+ADD_SQL_POSITIONAL = _add_sql([f"${i}" for i in range(1, len(_ADD_ARGUMENTS) + 1)])
+
+
+def _result(row: Any) -> WorkingMemoryResult:
+    evicted, archived = row[2], row[3]
+    return WorkingMemoryResult(
+        added_id=row[0],
+        evicted_id=evicted[0] if evicted else None,
+        archived_id=archived[0] if archived else None,
+        current_count=row[1],
+        decayed_ids=tuple(row[4]),
+    )
+
+
 class WorkingMemory:
     """The working memory of one namespace; every method takes the session it acts on."""
 
@@ -137,19 +193,33 @@ class WorkingMemory:
     ) -> WorkingMemoryResult:
         """Insert an item and evict down to capacity, all in one serialized transaction.
 
-        ``attention`` is the item's decay base; it defaults to the importance.
+        ``attention`` is the item's decay base; it defaults to the importance. The whole add
+        is one statement (a function of migration 0010) run in autocommit: one round trip.
         """
-        async with self.db.write() as conn:
-            return await self.add_in(
-                conn,
-                content=content,
-                importance=importance,
-                session_id=session_id,
-                ref_kind=ref_kind,
-                ref_id=ref_id,
-                provenance=provenance,
-                attention=attention,
+        content = require_text(content, "Content")
+        importance = require_importance(importance)
+        if attention is not None:
+            attention = require_importance(attention, "attention")
+        session_id = require_session_id(session_id)
+        kind, ref = _require_ref(ref_kind, ref_id)
+        provenance = require_json_object(provenance, "provenance")
+        add_settings = self._add_settings(EVENTS_CHANNEL if self.settings.live_events else None)
+        async with self.db.statement() as conn:
+            row = await conn.fetchrow(
+                ADD_SQL_POSITIONAL,
+                self.namespace,
+                session_id,
+                content,
+                importance,
+                attention,
+                kind,
+                ref,
+                None if provenance is None else json.dumps(provenance),
+                None,
+                *add_settings.values(),
             )
+        assert row is not None
+        return _result(row)
 
     async def add_in(
         self,
@@ -177,74 +247,36 @@ class WorkingMemory:
         kind, ref = _require_ref(ref_kind, ref_id)
         provenance = require_json_object(provenance, "provenance")
 
-        counter, decayed = await session_event(conn, self.namespace, session_id, self.settings)
-        added_id = await conn.scalar(
-            working_memory.insert()
-            .values(
-                namespace=self.namespace,
-                session_id=session_id,
-                content=content,
-                importance=importance,
-                attention=importance if attention is None else attention,
-                last_event=counter,
-                # clock_timestamp(), not now(): strict LRU order even within one transaction.
-                last_accessed=func.clock_timestamp(),
-                created_at=func.clock_timestamp(),
-                ref_kind=kind,
-                ref_id=ref,
-                provenance=provenance,
-            )
-            .returning(working_memory.c.id)
-        )
-        assert added_id is not None
-        await publish(conn, self._added_event(session_id, added_id, restored_from))
-        evicted, count = await self._evict_over_capacity(conn, session_id)
-        first = evicted[0] if evicted else None
-        return WorkingMemoryResult(
-            added_id=added_id,
-            evicted_id=first.original_id if first else None,
-            archived_id=first.id if first else None,
-            current_count=count,
-            decayed_ids=tuple(item.original_id for item in decayed if item.original_id),
-        )
-
-    def _added_event(
-        self, session_id: str, added_id: int, restored_from: int | None
-    ) -> MemoryEvent:
-        if restored_from is None:
-            return MemoryEvent(EventKind.ADDED, self.namespace, session_id, (added_id,))
-        return MemoryEvent(
-            EventKind.RESTORED, self.namespace, session_id, (added_id,), (restored_from,)
-        )
-
-    async def _evict_over_capacity(
-        self, conn: AsyncConnection, session_id: str
-    ) -> tuple[list[StaleMemoryItem], int]:
-        """Archive the excess: least recent non-critical first, then least recent critical."""
-        rows = (
+        row = (
             await conn.execute(
-                text(
-                    """
-                    SELECT id, count(*) OVER () AS total
-                    FROM working_memory
-                    WHERE namespace = :namespace AND session_id = :session_id
-                    ORDER BY (importance > :critical), last_accessed, id
-                    """
-                ),
+                text(ADD_SQL_NAMED),
                 {
-                    "namespace": self.namespace,
-                    "session_id": session_id,
-                    "critical": self.settings.critical_importance,
+                    "ns": self.namespace,
+                    "sid": session_id,
+                    "content": content,
+                    "importance": importance,
+                    "attention": attention,
+                    "ref_kind": kind,
+                    "ref_id": ref,
+                    "provenance": None if provenance is None else json.dumps(provenance),
+                    "restored_from": restored_from,
+                    **self._add_settings(live_channel(conn)),
                 },
             )
-        ).all()
-        total = rows[0].total if rows else 0
-        excess = max(0, total - self.settings.working_memory_capacity)
-        victims = [r.id for r in rows[:excess]]
-        archived = await archive_rows(conn, self.namespace, victims, ArchiveReason.LRU_EVICTION)
-        by_original = {item.original_id: item for item in archived}
-        # every victim was moved: writers of the session hold its lock
-        return [by_original[v] for v in victims if v in by_original], total - excess
+        ).one()
+        return _result(row)
+
+    def _add_settings(self, channel: str | None) -> dict[str, Any]:
+        settings = self.settings
+        return {
+            "capacity": settings.working_memory_capacity,
+            "critical": settings.critical_importance,
+            "decay_rate": settings.decay_rate,
+            "mention_boost": settings.mention_boost,
+            "delete_threshold": settings.decay_delete_threshold,
+            "channel": channel,
+            "origin": process_origin(),
+        }
 
     async def list(self, session_id: str = DEFAULT_SESSION) -> list[WorkingMemoryItem]:
         """All items of the session, most recently accessed first."""

@@ -31,7 +31,7 @@ ADD = 'mutation { addWorkingMemory(input: {content: "late", sessionId: "held"}) 
 ITEMS = '{ workingMemory(sessionId: "held") { id } }'
 WAITING = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-    "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%advisory%'"
+    "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
 )
 
 

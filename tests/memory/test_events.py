@@ -11,7 +11,7 @@ from gql_memory import RawDialogueInput
 from gql_memory.config import NOTIFY_PAYLOAD_MAX_BYTES, Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
-from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.events import EventKind, MemoryEvent, process_origin, publish
 from tests.live import EventTap
 
 
@@ -154,3 +154,30 @@ async def test_nothing_is_published_with_live_events_switched_off(
     finally:
         await quiet_db.dispose()
     assert await tap.drain() == []
+
+
+async def test_payloads_built_by_the_database_parse_and_stay_under_the_limit(
+    memory: Memory, tap: EventTap, settings: Settings
+) -> None:
+    """Adds, sweeps and archives publish from inside the database (migration 0010): their
+    payloads are the same version-1 events, and a large archive goes out in chunks."""
+    roomy = Memory(memory.db, settings.with_overrides(working_memory_capacity=300))
+    session = "é" * 255
+    added = [
+        (await roomy.working.add(f"item {i}", importance=0.9, session_id=session)).added_id
+        for i in range(250)
+    ]
+    events = await tap.drain()
+    assert [(e.kind, e.session_id, e.ids) for e in events] == [
+        (EventKind.ADDED, session, (i,)) for i in added
+    ]
+    assert {e.origin for e in events} == {process_origin()}
+    assert await roomy.working.clear(session) == 250
+    cleared = await tap.drain()
+    archived = [e for e in cleared if e.kind is EventKind.ARCHIVED]
+    assert len(archived) > 1  # chunked
+    assert {e.kind for e in cleared} == {EventKind.ARCHIVED, EventKind.CLEARED}
+    assert all(len(e.to_payload().encode()) <= NOTIFY_PAYLOAD_MAX_BYTES for e in archived)
+    assert [i for e in archived for i in e.ids] == added  # oldest access first
+    stale = await roomy.stale.list(session_id=session, first=250)
+    assert sorted(i for e in archived for i in e.archived_ids) == sorted(s.id for s in stale.items)
