@@ -13,6 +13,7 @@ import time
 from bench.common import DOCS
 
 BENCHMARKS = [
+    "hot_paths",
     "throughput",
     "insight_search",
     "hybrid_search",

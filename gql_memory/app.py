@@ -114,15 +114,17 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         statements, transactions) and return None once everything has unwound."""
         await request.body()  # the whole body first (kept by the request for strawberry)
         work = asyncio.ensure_future(self.run(request))
-        gone = asyncio.ensure_future(_disconnected(receive))
+        watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, work))
         try:
-            await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+            # cancelling this task cancels the awaited work too; either way the work has
+            # unwound when the CancelledError arrives here
+            return await work
+        except asyncio.CancelledError:
+            if watcher.done() and not watcher.cancelled():
+                return None  # the client went away
+            raise
         finally:
-            gone.cancel()
-            if not work.done():
-                work.cancel()
-            await asyncio.gather(work, gone, return_exceptions=True)
-        return None if work.cancelled() else work.result()
+            watcher.cancel()
 
     def decode_json(self, data: str | bytes) -> object:
         """Any undecodable body is a 400 (strawberry only catches JSONDecodeError)."""
@@ -208,10 +210,11 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         return response
 
 
-async def _disconnected(receive: Receive) -> None:
-    """Returns when the client disconnects (the request body has already been read)."""
+async def _cancel_on_disconnect(receive: Receive, work: asyncio.Future[Any]) -> None:
+    """Cancels ``work`` when the client disconnects (the request body has been read)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+    work.cancel()
 
 
 def _is_json(content_type: str) -> bool:

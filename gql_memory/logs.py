@@ -30,8 +30,15 @@ _STANDARD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
 }
 
 
+# Matches wherever one of _SECRETS could: text without it (nearly every log field) is
+# returned after one scan instead of three substitutions.
+_MAYBE_SECRET = re.compile(rf"{re.escape(API_KEY_PREFIX)}|(?i:bearer|authorization)")
+
+
 def redact(text: str) -> str:
     """Replace API keys and bearer tokens in ``text`` by a marker."""
+    if _MAYBE_SECRET.search(text) is None:
+        return text
     for pattern, replacement in _SECRETS:
         text = pattern.sub(replacement, text)
     return text

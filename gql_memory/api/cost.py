@@ -207,6 +207,61 @@ def operation_cost(
     return walk.selection_set(root, operation.selection_set)
 
 
+class _ReadVariables(dict[str, Any]):
+    """The variables, noting which of them the cost walk reads (it reads them with get)."""
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        super().__init__(variables)
+        self.read: list[str] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.append(key)
+        return super().get(key, default)
+
+
+# (document text, operation name) -> (the variables its cost reads, {their values: cost}).
+# Agents send the same few documents over and over; a cost is computed once per document
+# and values of its page-size variables, not walked on every request.
+_COSTS: dict[tuple[str, str | None], tuple[tuple[str, ...], dict[tuple[Any, ...], int]]] = {}
+_COSTS_MAX = 512
+
+
+def cached_operation_cost(
+    schema: GraphQLSchema,
+    query: str,
+    document: Any,
+    operation_name: str | None,
+    variables: Mapping[str, Any] | None,
+    page_size: int,
+    capacity: int,
+) -> int:
+    """operation_cost, remembered per document and values of the variables it depends on."""
+    variables = variables or {}
+    known = _COSTS.get((query, operation_name))
+    if known is not None:
+        names, costs = known
+        try:
+            values = tuple(variables.get(name) for name in names)
+            if values in costs:
+                return costs[values]
+        except TypeError:  # an unhashable value (a list where a number belongs): walk
+            values = None
+    read = _ReadVariables(variables)
+    cost = operation_cost(schema, document, operation_name, read, page_size, capacity)
+    names = tuple(dict.fromkeys(read.read))
+    try:
+        values = tuple(variables.get(name) for name in names)
+        hash(values)
+    except TypeError:
+        return cost
+    if len(_COSTS) >= _COSTS_MAX:
+        _COSTS.pop(next(iter(_COSTS)))  # the oldest document
+    entry = _COSTS.setdefault((query, operation_name), (names, {}))
+    if entry[0] == names and len(entry[1]) < _COSTS_MAX:
+        entry[1][values] = cost
+    return cost
+
+
 class QueryCost(SchemaExtension):
     """Refuses operations over GQL_MEMORY_MAX_QUERY_COST; reports every operation's cost."""
 
@@ -219,9 +274,10 @@ class QueryCost(SchemaExtension):
     def on_execute(self) -> Iterator[None]:
         execution = self.execution_context
         document = execution.graphql_document
-        if document is not None:
-            self.cost = operation_cost(
+        if document is not None and execution.query is not None:
+            self.cost = cached_operation_cost(
                 execution.schema._schema,
+                execution.query,
                 document,
                 getattr(execution, "_provided_operation_name", None),
                 execution.variables,

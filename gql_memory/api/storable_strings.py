@@ -79,16 +79,26 @@ def value_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             stack.extend((item, f"{where}[{i}]") for i, item in enumerate(current))
 
 
+# Documents whose literals passed (agents send the same few documents over and over, and a
+# document's literals are its text's): checked once, not on every request.
+_CLEAN_DOCUMENTS: dict[str, None] = {}
+_CLEAN_DOCUMENTS_MAX = 512
+
+
 class StorableStrings(SchemaExtension):
     """Refuses (BAD_USER_INPUT, naming the argument) any operation carrying a string with a
     NUL character or a lone surrogate, before execution."""
 
     def on_execute(self) -> Iterator[None]:
         execution = self.execution_context
-        document = execution.graphql_document
-        if document is not None:
+        document, query = execution.graphql_document, execution.query
+        if document is not None and query not in _CLEAN_DOCUMENTS:
             for path, text in document_strings(document):
                 check_storable(text, path)
+            if query is not None:
+                if len(_CLEAN_DOCUMENTS) >= _CLEAN_DOCUMENTS_MAX:
+                    _CLEAN_DOCUMENTS.pop(next(iter(_CLEAN_DOCUMENTS)))  # the oldest
+                _CLEAN_DOCUMENTS[query] = None
         for name, value in (execution.variables or {}).items():
             for path, text in value_strings(value, f"${name}"):
                 check_storable(text, path)
