@@ -1,6 +1,7 @@
 """Run the benchmarks and write their results to docs/benchmarks.md.
 
-`python -m bench` runs all; `python -m bench throughput` runs the named ones.
+`python -m bench` runs all and rewrites the file; `python -m bench hot_paths graph_neighbors`
+runs the named ones and replaces only their sections (the others stay as they were).
 """
 
 from __future__ import annotations
@@ -10,21 +11,32 @@ import platform
 import sys
 import time
 
-from bench.common import DOCS
+from bench.common import DOCS, write_section
 
 BENCHMARKS = [
     "hot_paths",
+    "search_http",
     "throughput",
     "insight_search",
     "hybrid_search",
     "graph_neighbors",
     "locomo_recall",
 ]
+RESULTS = DOCS / "benchmarks.md"
+
+
+def sections(lines: list[str]) -> list[list[str]]:
+    """A benchmark's output split at its "## " headings."""
+    parts: list[list[str]] = []
+    for line in lines:
+        if line.startswith("## ") or not parts:
+            parts.append([])
+        parts[-1].append(line)
+    return parts
 
 
 def main(names: list[str]) -> None:
-    names = names or BENCHMARKS
-    lines = [
+    header = [
         "# Benchmark results",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, "
@@ -32,13 +44,18 @@ def main(names: list[str]) -> None:
         "2 cores / 24 GiB unless noted. Reproduce with `make bench`.",
         "",
     ]
-    for name in names:
+    results = []
+    for name in names or BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         print(f"running bench.{name} ...", flush=True)
-        lines += module.main()
+        results += module.main()
     DOCS.mkdir(exist_ok=True)
-    (DOCS / "benchmarks.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    if names and RESULTS.exists():
+        for section in sections(results):
+            write_section(RESULTS, section)
+    else:
+        RESULTS.write_text("\n".join(header + results) + "\n")
+    print("\n".join(results))
 
 
 if __name__ == "__main__":
