@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import statistics
@@ -9,10 +10,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -129,3 +131,15 @@ def write_section(path: Path, lines: list[str]) -> None:
         text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
     path.parent.mkdir(exist_ok=True)
     path.write_text(text.rstrip("\n") + "\n")
+
+
+T = TypeVar("T")
+
+
+def run_async(coroutine: Awaitable[T]) -> T:
+    """On uvloop when installed, like the server: both sides get the same event loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)  # type: ignore[arg-type]
+    return uvloop.run(coroutine)  # type: ignore[arg-type]
