@@ -114,22 +114,55 @@ class Edge:
         )
 
 
+class ConvertedRecords:
+    """Graph records turned into GraphQL objects once per traversal: its paths repeat them
+    (a node of a 3-hop result sits on the paths of all the nodes reached through it)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, Node] = {}
+        self._edges: dict[int, Edge] = {}
+
+    def node(self, node: graph.Node) -> Node:
+        converted = self._nodes.get(node.id)
+        if converted is None:
+            converted = self._nodes[node.id] = Node.from_domain(node)
+        return converted
+
+    def edge(self, edge: graph.Edge) -> Edge:
+        converted = self._edges.get(edge.id)
+        if converted is None:
+            converted = self._edges[edge.id] = Edge.from_domain(edge)
+        return converted
+
+
 @strawberry.type(description="A node reached by a traversal, at its shortest distance.")
 class Neighbor:
     node: Node = strawberry.field(description="The node reached.")
     distance: int = strawberry.field(description="Hops from the start node (1..depth).")
-    path: list[Node] = strawberry.field(
+    domain: strawberry.Private[graph.Neighbor]
+    records: strawberry.Private[ConvertedRecords]
+
+    # path and edges are converted only when a query asks for them
+    @strawberry.field(
         description="A shortest path from the start node to this node, both included."
     )
-    edges: list[Edge] = strawberry.field(description="The edges along that path, in order.")
+    def path(self) -> list[Node]:
+        return [self.records.node(n) for n in self.domain.path]
+
+    @strawberry.field(description="The edges along that path, in order.")
+    def edges(self) -> list[Edge]:
+        return [self.records.edge(e) for e in self.domain.edges]
 
     @classmethod
-    def from_domain(cls, neighbor: graph.Neighbor) -> Neighbor:
+    def from_domain(
+        cls, neighbor: graph.Neighbor, records: ConvertedRecords | None = None
+    ) -> Neighbor:
+        records = records or ConvertedRecords()
         return cls(
-            node=Node.from_domain(neighbor.node),
+            node=records.node(neighbor.node),
             distance=neighbor.distance,
-            path=[Node.from_domain(n) for n in neighbor.path],
-            edges=[Edge.from_domain(e) for e in neighbor.edges],
+            domain=neighbor,
+            records=records,
         )
 
 
@@ -250,7 +283,8 @@ class GraphQueries:
         ] = graph.Direction.BOTH,
     ) -> list[Neighbor]:
         found = await info.context.memory.graph.neighbors(node_id, depth, relation, direction)
-        return [Neighbor.from_domain(n) for n in found]
+        records = ConvertedRecords()
+        return [Neighbor.from_domain(n, records) for n in found]
 
     @strawberry.field(description="A shortest path (edges in either direction), or null.")
     async def path(

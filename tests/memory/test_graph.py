@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import random
+
 import pytest
 
 from gql_memory import NotFoundError, ValidationError
 from gql_memory.memory import Memory
-from gql_memory.memory.graph import Direction
+from gql_memory.memory.graph import Direction, Edge, GraphPath, Node
 
 
 async def chain(memory: Memory, names: str, relation: str = "next") -> dict[str, int]:
@@ -130,3 +133,139 @@ async def test_oversized_node_keys_are_bad_input(memory: Memory) -> None:
         await memory.graph.add_node("T", "é" * 1300)
     node = await memory.graph.add_node("T", "n" * 2000)
     assert len(node.name) == 2000
+
+
+# --- traversal against a reference breadth-first search ------------------------------------
+
+Edges = list[tuple[int, int, int, str]]  # (edge id, source, target, relation)
+
+
+def reference_levels(
+    edges: Edges, start: int, depth: int, direction: str, relation: str | None = None
+) -> list[tuple[int, int, list[int], list[int]]]:
+    """The documented traversal, naively: level by level, each node once at its shortest
+    distance, reached through the lowest-id edge from the level before; nodes of a level in
+    id order. Returns (node, distance, path node ids, path edge ids)."""
+    parents: dict[int, tuple[int, int]] = {}
+    visited, frontier, found = {start}, {start}, []
+    for distance in range(1, depth + 1):
+        candidates: dict[int, tuple[int, int]] = {}
+        for edge_id, source, target, kind in edges:
+            if relation is not None and kind != relation:
+                continue
+            steps = []
+            if direction in ("OUT", "BOTH"):
+                steps.append((source, target))
+            if direction in ("IN", "BOTH"):
+                steps.append((target, source))
+            for parent, node in steps:
+                best = candidates.get(node)
+                if parent in frontier and node not in visited and (not best or edge_id < best[1]):
+                    candidates[node] = (parent, edge_id)
+        if not candidates:
+            break
+        parents.update(candidates)
+        visited |= candidates.keys()
+        frontier = set(candidates)
+        found += [(node, distance) for node in sorted(candidates)]
+    result = []
+    for node, distance in found:
+        path, path_edges, at = [node], [], node
+        while at != start:
+            at, edge_id = parents[at]
+            path.append(at)
+            path_edges.append(edge_id)
+        result.append((node, distance, path[::-1], path_edges[::-1]))
+    return result
+
+
+async def random_graph(memory: Memory, seed: int = 12) -> tuple[dict[int, Node], dict[int, Edge]]:
+    """A seeded graph with cycles, antiparallel edges, two relations, a few properties and a
+    node outside it; returns the nodes and edges as stored, by id."""
+    rng = random.Random(seed)
+    insight = await memory.insights.add("a linked fact")
+    nodes = {}
+    for i in range(24):
+        node = await memory.graph.add_node(
+            "T",
+            f"n{i}",
+            {"i": i, "tags": ["x", i / 2]} if i % 3 == 0 else None,
+            insight_id=insight.id if i % 7 == 0 else None,
+        )
+        nodes[node.id] = node
+    ids, edges = sorted(nodes), {}
+    while len(edges) < 60:
+        source, target = rng.sample(ids, 2)
+        edge = await memory.graph.add_edge(
+            source,
+            target,
+            rng.choice(["causes", "mentions"]),
+            weight=rng.choice([1.0, 0.5, 3.0]),
+            properties={"k": len(edges)} if len(edges) % 4 == 0 else None,
+        )
+        edges[edge.id] = edge
+    return nodes, edges
+
+
+@pytest.mark.parametrize("direction", ["OUT", "IN", "BOTH"])
+@pytest.mark.parametrize("relation", [None, "causes"])
+async def test_neighbors_match_a_reference_search_with_records_as_stored(
+    memory: Memory, direction: str, relation: str | None
+) -> None:
+    nodes, edges = await random_graph(memory)
+    flat = [(e.id, e.source_id, e.target_id, e.relation) for e in edges.values()]
+    for start in nodes:
+        found = await memory.graph.neighbors(start, 3, relation, direction)
+        got = [
+            (n.node.id, n.distance, [p.id for p in n.path], [e.id for e in n.edges]) for n in found
+        ]
+        assert got == reference_levels(flat, start, 3, direction, relation)
+        for neighbor in found:  # whole records, equal to what was stored
+            assert neighbor.node == nodes[neighbor.node.id] == neighbor.path[-1]
+            assert neighbor.path == [nodes[p.id] for p in neighbor.path]
+            assert neighbor.edges == [edges[e.id] for e in neighbor.edges]
+
+
+async def test_shortest_paths_match_a_reference_search(memory: Memory) -> None:
+    nodes, edges = await random_graph(memory)
+    flat = [(e.id, e.source_id, e.target_id, e.relation) for e in edges.values()]
+    lengths = set()
+    for start in nodes:
+        expected = {n: (p, e) for n, _, p, e in reference_levels(flat, start, 5, "BOTH")}
+        for goal in nodes:
+            path = await memory.graph.path(start, goal)
+            if goal == start:
+                assert path == GraphPath(nodes=[nodes[start]], edges=[])
+            elif goal not in expected:
+                assert path is None
+            else:
+                assert path is not None
+                assert ([n.id for n in path.nodes], [e.id for e in path.edges]) == expected[goal]
+                assert path.nodes == [nodes[n.id] for n in path.nodes]
+                assert path.edges == [edges[e.id] for e in path.edges]
+                lengths.add(path.length)
+                if path.length > 1:
+                    assert await memory.graph.path(start, goal, max_depth=path.length - 1) is None
+    assert {1, 2, 3} <= lengths  # direct, two-hop and longer searches were all exercised
+
+
+async def test_traversals_stay_in_their_namespace(memory: Memory) -> None:
+    ids = await chain(memory, "abc")
+    other = Memory(memory.db, memory.settings, namespace="elsewhere")
+    assert await other.graph.neighbors(ids["a"], depth=2) == []
+    assert await other.graph.path(ids["a"], ids["c"]) is None
+    assert await other.graph.path(ids["a"], ids["a"]) is None
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_traversal_leaves_the_garbage_collector_as_it_was(
+    memory: Memory, enabled: bool
+) -> None:
+    ids = await chain(memory, "abcd")
+    if not enabled:
+        gc.disable()
+    try:
+        assert len(await memory.graph.neighbors(ids["a"], depth=3)) == 3
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
