@@ -3,7 +3,6 @@ typed, weighted edges; breadth-first traversal in one recursive CTE."""
 
 from __future__ import annotations
 
-import enum
 import gc
 import json
 import math
@@ -13,9 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, TextClause, text
+from sqlalchemy import Row, text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
@@ -23,6 +21,15 @@ from gql_memory.db import Database
 from gql_memory.errors import NotFoundError, ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.graph_sql import (
+    EDGE_COLUMNS,
+    EDGE_FIELDS,
+    NEIGHBORS_SQL,
+    NODE_COLUMNS,
+    NODE_FIELDS,
+    PATH_SQL,
+    Direction,
+)
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.validation import (
     require_id,
@@ -33,19 +40,7 @@ from gql_memory.memory.validation import (
 
 MAX_DEPTH = 5
 MAX_NODE_KEY_BYTES = 2400
-NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
-EDGE_COLUMNS = "id, source_id, target_id, relation, weight, properties, created_at"
-_NODE_FIELDS = tuple(NODE_COLUMNS.split(", "))
-_EDGE_FIELDS = tuple(EDGE_COLUMNS.split(", "))
 _T = TypeVar("_T")
-
-
-class Direction(enum.Enum):
-    """Which edges a traversal follows from a node."""
-
-    OUT = "OUT"
-    IN = "IN"
-    BOTH = "BOTH"
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class Node:
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Node:
         m = row._mapping
-        return cls(*(m[k] for k in _NODE_FIELDS))
+        return cls(*(m[k] for k in NODE_FIELDS))
 
     @classmethod
     def from_columns(cls, row: Row[Any] | Any) -> Node:
@@ -83,7 +78,7 @@ class Edge:
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Edge:
         m = row._mapping
-        return cls(*(m[k] for k in _EDGE_FIELDS))
+        return cls(*(m[k] for k in EDGE_FIELDS))
 
     @classmethod
     def from_columns(cls, row: Row[Any] | Any) -> Edge:
@@ -112,227 +107,6 @@ class GraphPath:
 
 
 NodeRef = int | str | tuple[str, str]
-
-
-@dataclass(frozen=True)
-class _DriverStatement:
-    """A ``text()`` statement compiled once into asyncpg's form ($1, $2 ...), run on the
-    driver connection of a transaction: traversals return few, large rows, and skip the
-    per-statement work of SQLAlchemy's execution and result layers (asyncpg still prepares
-    and caches the statement). SQLAlchemy opens its transaction at its first statement: on a
-    server connection that is the namespace's set_config, so the traversal runs inside the
-    READ ONLY transaction; as the library's first statement it runs on its own, which for one
-    SELECT is the same snapshot and writes nothing either way."""
-
-    sql: str
-    names: tuple[str, ...]
-
-    @classmethod
-    def compile(cls, clause: TextClause) -> _DriverStatement:
-        compiled = clause.compile(dialect=PGDialect_asyncpg())
-        return cls(compiled.string, tuple(compiled.positiontup or ()))
-
-    async def fetch(self, conn: AsyncConnection, **params: Any) -> list[Any]:
-        driver = (await conn.get_raw_connection()).driver_connection
-        assert driver is not None
-        return list(await driver.fetch(self.sql, *(params[name] for name in self.names)))
-
-
-# Breadth-first search, one level per iteration: each row holds the nodes first reached at
-# that distance, each with the node and edge it was reached through, and the set visited so
-# far, so every node appears once, at its shortest distance, and cycles end the walk. Of the
-# edges reaching a node, the one with the lowest id wins. A level is one row of arrays, one
-# per column of its nodes and edges, in node id order: few rows to decode, nothing to sort or
-# join afterwards. The level's nodes are read with one `id = ANY(...)` index scan (a join lets
-# a generic plan hash the whole nodes table); both sides in node id order, their arrays line up.
-_LEVELS = """
-WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids, episode_ids,
-                   raw_ids, node_created, parents, edge_ids, sources, targets, relations,
-                   weights, edge_properties, edge_created, visited) AS (
-    SELECT 0, ARRAY[n.id], ARRAY[CAST(n.label AS text)], ARRAY[n.name], ARRAY[n.properties],
-           ARRAY[n.insight_id], ARRAY[n.episode_id], ARRAY[n.raw_id], ARRAY[n.created_at],
-           CAST(NULL AS bigint[]), CAST(NULL AS bigint[]), CAST(NULL AS bigint[]),
-           CAST(NULL AS bigint[]), CAST(NULL AS text[]), CAST(NULL AS double precision[]),
-           CAST(NULL AS jsonb[]), CAST(NULL AS timestamptz[]), ARRAY[n.id]
-    FROM nodes n
-    WHERE n.namespace = :ns AND n.id = :start
-    UNION ALL
-    SELECT b.depth + 1, found_nodes.*, found.parents, found.edge_ids, found.sources,
-           found.targets, found.relations, found.weights, found.properties, found.created,
-           b.visited || found.node_ids
-    FROM bfs b
-    CROSS JOIN LATERAL (
-        SELECT array_agg(s.node ORDER BY s.node) AS node_ids,
-               array_agg(s.parent ORDER BY s.node) AS parents,
-               array_agg(s.id ORDER BY s.node) AS edge_ids,
-               array_agg(s.source_id ORDER BY s.node) AS sources,
-               array_agg(s.target_id ORDER BY s.node) AS targets,
-               array_agg(s.relation ORDER BY s.node) AS relations,
-               array_agg(s.weight ORDER BY s.node) AS weights,
-               array_agg(s.properties ORDER BY s.node) AS properties,
-               array_agg(s.created_at ORDER BY s.node) AS created
-        FROM (
-            SELECT DISTINCT ON (c.node) c.*
-            FROM ({steps}) c
-            -- an anti-join (hashable) rather than `<> ALL(visited)`, which is quadratic
-            LEFT JOIN unnest(b.visited) AS seen(id) ON seen.id = c.node
-            WHERE seen.id IS NULL
-            ORDER BY c.node, c.id
-        ) s
-    ) found
-    CROSS JOIN LATERAL (
-        SELECT array_agg(n.id ORDER BY n.id), array_agg(CAST(n.label AS text) ORDER BY n.id),
-               array_agg(n.name ORDER BY n.id), array_agg(n.properties ORDER BY n.id),
-               array_agg(n.insight_id ORDER BY n.id), array_agg(n.episode_id ORDER BY n.id),
-               array_agg(n.raw_id ORDER BY n.id), array_agg(n.created_at ORDER BY n.id)
-        FROM nodes n
-        WHERE n.namespace = :ns AND n.id = ANY(found.node_ids)
-    ) found_nodes
-    WHERE b.depth < :max_depth AND found.node_ids IS NOT NULL
-)
-SELECT depth, node_ids, labels, names, node_properties, insight_ids, episode_ids, raw_ids,
-       node_created, parents, edge_ids, sources, targets, relations, weights, edge_properties,
-       edge_created
-FROM bfs ORDER BY depth
-"""
-
-# One step from the frontier (b.node_ids) along outgoing or incoming edges: the node
-# reached, the node it was reached from, and the edge's columns.
-_STEP_OUT = """
-                SELECT e.target_id AS node, e.source_id AS parent, {edge}
-                FROM edges e
-                WHERE e.namespace = :ns AND e.source_id = ANY(b.node_ids){relation}"""
-_STEP_IN = """
-                SELECT e.source_id AS node, e.target_id AS parent, {edge}
-                FROM edges e
-                WHERE e.namespace = :ns AND e.target_id = ANY(b.node_ids){relation}"""
-
-
-def _neighbors_sql(direction: Direction, by_relation: bool) -> TextClause:
-    """The traversal for one direction, with or without a relation filter. Each variant is
-    its own statement, so PostgreSQL plans it once (a generic plan) and the relation is an
-    index condition, not an `IS NULL OR` test."""
-    relation = "\n                  AND e.relation = :relation" if by_relation else ""
-    edge = ", ".join(f"e.{column}" for column in _EDGE_FIELDS)
-    steps = {Direction.OUT: [_STEP_OUT], Direction.IN: [_STEP_IN]}.get(
-        direction, [_STEP_OUT, _STEP_IN]
-    )
-    union = "\n                UNION ALL".join(
-        step.format(edge=edge, relation=relation) for step in steps
-    )
-    return text(_LEVELS.format(steps=union))
-
-
-NEIGHBORS_SQL = {
-    (direction, by_relation): _DriverStatement.compile(_neighbors_sql(direction, by_relation))
-    for direction in Direction
-    for by_relation in (False, True)
-}
-
-# The same search along edges in both directions, ids only, up to the level that reaches
-# :target; then the path walked back from it through the recorded parents: one row per node
-# from the start to the target, with the edge that reached it (none for the start); no rows
-# when the target was not reached. The last levels are the largest (thousands of nodes), so
-# before building one the search looks for the target one or two hops ahead and, if it is
-# there, records just the nodes the full levels would have recorded on the way to it.
-PATH_SQL = _DriverStatement.compile(
-    text(
-        f"""
-WITH RECURSIVE target_edges AS MATERIALIZED (
-    SELECT e.id AS edge_id, e.source_id AS parent
-    FROM edges e WHERE e.namespace = :ns AND e.target_id = :target
-    UNION ALL
-    SELECT e.id, e.target_id
-    FROM edges e WHERE e.namespace = :ns AND e.source_id = :target
-),
-bfs(depth, nodes, parents, edge_ids, visited) AS (
-    SELECT 0, ARRAY[CAST(:start AS bigint)], ARRAY[CAST(NULL AS bigint)],
-           ARRAY[CAST(NULL AS bigint)], ARRAY[CAST(:start AS bigint)]
-    UNION ALL
-    SELECT b.depth + 1, step.nodes, step.parents, step.edge_ids, b.visited || step.nodes
-    FROM bfs b
-    -- one hop: of the target's edges to this level, the lowest id, as the next level's
-    LEFT JOIN LATERAL (
-        SELECT t.edge_id, t.parent FROM target_edges t
-        WHERE t.parent = ANY(b.nodes)
-        ORDER BY t.edge_id LIMIT 1
-    ) hit ON true
-    -- two hops (when not one): the target's neighbours next to this level make the part of
-    -- the next level the target is reached from; each one's lowest-id edge to this level, and
-    -- the target's lowest-id edge to them. `+ 0` keeps the level (up to thousands of ids) out
-    -- of the index condition: only the neighbours' own edges are read.
-    LEFT JOIN LATERAL (
-        SELECT t.edge_id, t.parent, via.edge_id AS via_edge_id, via.parent AS via_parent
-        FROM target_edges t
-        CROSS JOIN LATERAL (
-            SELECT e.id AS edge_id, e.source_id AS parent FROM edges e
-            WHERE e.namespace = :ns AND e.target_id = t.parent AND e.source_id + 0 = ANY(b.nodes)
-            UNION ALL
-            SELECT e.id, e.target_id FROM edges e
-            WHERE e.namespace = :ns AND e.source_id = t.parent AND e.target_id + 0 = ANY(b.nodes)
-            ORDER BY 1 LIMIT 1
-        ) via
-        WHERE hit.edge_id IS NULL AND b.depth + 2 <= :max_depth
-        ORDER BY t.edge_id LIMIT 1
-    ) hit2 ON true
-    CROSS JOIN LATERAL (
-        SELECT ARRAY[CAST(:target AS bigint)] AS nodes, ARRAY[hit.parent] AS parents,
-               ARRAY[hit.edge_id] AS edge_ids
-        WHERE hit.edge_id IS NOT NULL
-        UNION ALL  -- (two levels in one row: only the parents are read after the search)
-        SELECT ARRAY[hit2.parent, CAST(:target AS bigint)], ARRAY[hit2.via_parent, hit2.parent],
-               ARRAY[hit2.via_edge_id, hit2.edge_id]
-        WHERE hit2.edge_id IS NOT NULL
-        UNION ALL
-        SELECT array_agg(s.node ORDER BY s.node), array_agg(s.parent ORDER BY s.node),
-               array_agg(s.edge_id ORDER BY s.node)
-        FROM (
-            SELECT DISTINCT ON (c.node) c.node, c.parent, c.edge_id
-            FROM (
-                SELECT e.target_id AS node, e.source_id AS parent, e.id AS edge_id
-                FROM edges e
-                WHERE hit.edge_id IS NULL AND hit2.edge_id IS NULL
-                  AND e.namespace = :ns AND e.source_id = ANY(b.nodes)
-                UNION ALL
-                SELECT e.source_id, e.target_id, e.id
-                FROM edges e
-                WHERE hit.edge_id IS NULL AND hit2.edge_id IS NULL
-                  AND e.namespace = :ns AND e.target_id = ANY(b.nodes)
-            ) c
-            LEFT JOIN unnest(b.visited) AS seen(id) ON seen.id = c.node
-            WHERE seen.id IS NULL
-            ORDER BY c.node, c.edge_id
-        ) s
-    ) step
-    WHERE b.depth < :max_depth AND step.nodes IS NOT NULL
-      AND NOT CAST(:target AS bigint) = ANY(b.visited)
-),
-reached AS (
-    SELECT r.node, r.parent, r.edge_id
-    FROM bfs b CROSS JOIN LATERAL unnest(b.nodes, b.parents, b.edge_ids) AS r(node, parent, edge_id)
-),
-walk(step, node, edge_id, parent) AS (
-    SELECT 0, r.node, r.edge_id, r.parent FROM reached r WHERE r.node = :target
-    UNION ALL
-    SELECT w.step + 1, r.node, r.edge_id, r.parent
-    FROM walk w JOIN reached r ON r.node = w.parent
-)
--- one index lookup per row of the path (LIMIT 1 keeps it a lookup: the planner, unsure how
--- long the walk is, would otherwise join it with the whole of both tables)
-SELECT n.*, e.*
-FROM walk w
-CROSS JOIN LATERAL (
-    SELECT {", ".join("n." + c for c in _NODE_FIELDS)} FROM nodes n
-    WHERE n.namespace = :ns AND n.id = w.node LIMIT 1
-) n
-LEFT JOIN LATERAL (
-    SELECT {", ".join("e." + c for c in _EDGE_FIELDS)} FROM edges e
-    WHERE e.namespace = :ns AND e.id = w.edge_id LIMIT 1
-) e ON true
-ORDER BY w.step DESC
-"""
-    )
-)
 
 
 def require_depth(value: Any, field: str = "depth") -> int:
