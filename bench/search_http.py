@@ -4,8 +4,9 @@ alone (issue 12: p50 within the embedding's time + 5 ms).
 One LoCoMo conversation (the first of the dev split, 419 turns) is stored as raw dialogue with
 the in-process e5-small embedder and analyzed (as autovacuum does within a minute); a
 `gql-memory serve` on the same database answers its questions (`search(layers: [RAW],
-topK: 10)`) one at a time on a keep-alive connection. The embedding of each question is then timed alone with the same model in this process, so the
-difference is what search adds on top of embedding the query.
+topK: 10)`) one at a time on a keep-alive connection. The embedding of each question is then
+timed alone with the same model in this process, so the difference is what search adds on
+top of embedding the query.
 """
 
 from __future__ import annotations
