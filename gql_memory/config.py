@@ -252,21 +252,11 @@ class Settings(BaseSettings):
         default=0.20, ge=0.0, le=1.0, description="Hard cap of sessionBoost + causalBoost."
     )
     text_search_max_matches: int = Field(
-        default=20_000,
+        default=1000,
         ge=100,
-        description="At most this many full-text matches are ranked per layer and search.",
-    )
-    text_search_max_df: float = Field(
-        default=0.05,
-        gt=0.0,
-        le=1.0,
-        description="Lexemes in more than this share of rows (PostgreSQL's statistics) are "
-        "common: rows matching only common lexemes are ranked from a bounded sample.",
-    )
-    text_search_common_matches: int = Field(
-        default=2000,
-        ge=0,
-        description="At most this many rows matching only common lexemes are ranked.",
+        description="At most this many full-text matches are ranked per layer and search: "
+        "a namespace this small is ranked whole, a larger one through its rarest query "
+        "lexemes first.",
     )
     embedding_max_chars: int = Field(
         default=16_000, ge=100, description="Longer texts are truncated before embedding."

@@ -28,7 +28,7 @@ from gql_memory.memory.search_sql import (
     QUERY_CTE,
     MemoryLayer,
     graph_sql,
-    lexeme_ctes,
+    text_ctes,
     text_leg,
     vector_leg,
 )
@@ -162,7 +162,7 @@ class HybridSearch:
                 legs.append(vector_leg(layer))
             if weights.text > 0:
                 legs.append(text_leg(layer))
-                ctes.append(lexeme_ctes(layer))
+                ctes.append(text_ctes(layer))
         sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
         rows = (
             await conn.execute(
@@ -175,8 +175,6 @@ class HybridSearch:
                     "n": max(top_k * 4, MIN_CANDIDATES),
                     "rerank": 4 * max(top_k * 4, MIN_CANDIDATES),
                     "max_matches": self.settings.text_search_max_matches,
-                    "max_df": self.settings.text_search_max_df,
-                    "common_matches": self.settings.text_search_common_matches,
                 },
             )
         ).all()

@@ -52,32 +52,74 @@ query_lexemes AS (
 _QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''"
 
 
-def lexeme_ctes(layer: MemoryLayer) -> str:
-    """Per layer: each query lexeme as a tsquery, and two OR queries (any lexeme; any
-    *selective* lexeme).
+def text_ctes(layer: MemoryLayer) -> str:
+    """The steps of one layer's text leg (see ``text_leg``).
 
-    A lexeme is common when PostgreSQL's own statistics of the tsvector column
-    (pg_stats.most_common_elems, kept fresh by autovacuum's ANALYZE; read through the
-    function gql_memory_lexeme_stats of migration 0007, because pg_stats hides the statistics
-    of tables under row-level security from their readers) put it in more than
-    ``max_df`` of the rows; every other lexeme is selective. Statistics only bound the work —
-    which rows get ranked when a question full of common words matches much of a namespace —
-    they never change a row's score.
+    ``stats``: PostgreSQL's own statistics of the tsvector column (pg_stats.most_common_elems,
+    kept fresh by autovacuum's ANALYZE; read through gql_memory_lexeme_stats of migration 0007,
+    because pg_stats hides the statistics of tables under row-level security from their
+    readers) and the table's row count. ``lexemes``: each query lexeme as a tsquery, with the
+    estimated length of its posting list, numbered rarest first (a lexeme the statistics do
+    not list is rarer than any they do). ``walk``: the lexemes that find candidates — the
+    rarest always, then every one whose posting list is no longer than the budget — each with
+    the OR of the ones before it, so that a row is found once, through its rarest lexeme.
+    ``small``: whether the namespace has no more rows than the budget. ``candidates``: the
+    whole namespace if it is small, else the rows of the walk's lexemes in rarity order,
+    until the budget is spent. ``best``: the best :rerank candidates by coverage.
     """
     table = LAYERS[layer].table
     name = layer.value.lower()
+    frequency = "coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0)"
     return f"""
-lex_{name} AS (
-    SELECT CAST({_QUOTED} AS tsquery) AS q,
-           {_QUOTED} AS quoted,
-           coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0) < :max_df AS selective
-    FROM query_lexemes ql
-    LEFT JOIN LATERAL gql_memory_lexeme_stats('{table}') st ON true
+stats_{name} AS MATERIALIZED (
+    -- reltuples is -1 until the table was first analyzed: then every lexeme is walked
+    SELECT st.elems, st.freqs, greatest(c.reltuples, 0) AS table_rows
+    FROM pg_class c LEFT JOIN gql_memory_lexeme_stats('{table}') st ON true
+    WHERE c.oid = CAST('{table}' AS regclass)
 ),
-match_{name} AS (
-    SELECT CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme,
-           CAST(string_agg(quoted, ' | ') FILTER (WHERE selective) AS tsquery) AS selective
-    FROM lex_{name}
+lexemes_{name} AS MATERIALIZED (
+    SELECT ql.lexeme, CAST({_QUOTED} AS tsquery) AS q, {_QUOTED} AS quoted,
+           {frequency} * st.table_rows AS postings,
+           row_number() OVER (ORDER BY {frequency}, ql.lexeme) AS rarity
+    FROM query_lexemes ql LEFT JOIN stats_{name} st ON true
+),
+walk_{name} AS MATERIALIZED (
+    SELECT lx.q,
+           (SELECT CAST(string_agg(r.quoted, ' | ') AS tsquery) FROM lexemes_{name} r
+            WHERE r.rarity < lx.rarity) AS rarer
+    FROM lexemes_{name} lx
+    WHERE lx.rarity = 1 OR lx.postings <= :max_matches
+    ORDER BY lx.rarity
+),
+match_{name} AS MATERIALIZED (
+    SELECT array_agg(lexeme) AS lexemes FROM lexemes_{name}
+),
+small_{name} AS MATERIALIZED (
+    SELECT count(*) <= :max_matches AS small
+    FROM (SELECT 1 FROM {table} WHERE namespace = :ns LIMIT :max_matches + 1) x
+),
+candidates_{name} AS MATERIALIZED (
+    -- the walk reads its lexemes in the order it lists them and stops at the budget
+    (SELECT found.id, found.content_tsv
+     FROM walk_{name} w
+     CROSS JOIN LATERAL (
+         SELECT t.id, t.content_tsv FROM {table} t
+         WHERE t.namespace = :ns AND t.content_tsv @@ w.q
+           AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer)
+     ) found
+     WHERE NOT (SELECT small FROM small_{name})
+     LIMIT :max_matches)
+    UNION ALL
+    SELECT t.id, t.content_tsv FROM {table} t
+    WHERE (SELECT small FROM small_{name}) AND t.namespace = :ns
+),
+best_{name} AS MATERIALIZED (
+    -- coverage: the distinct query lexemes a row contains, i.e. those ts_delete removes
+    SELECT c.id, c.content_tsv,
+           length(c.content_tsv) - length(ts_delete(c.content_tsv, mt.lexemes)) AS coverage
+    FROM candidates_{name} c, match_{name} mt
+    ORDER BY coverage DESC, c.id DESC
+    LIMIT :rerank
 )"""
 
 
@@ -96,29 +138,35 @@ def text_leg(layer: MemoryLayer) -> str:
     """Rows containing any query lexeme (OR semantics), ranked by coverage — how many distinct
     query lexemes a row contains — then cover density (ts_rank_cd, normalised to 0..1).
 
-    Ranking must score every candidate, so the candidates are bounded: up to
-    :max_matches rows containing a selective lexeme, plus up to :common_matches rows
-    containing any lexeme (those matching only common words rank low anyway). Coverage is
-    cheap; ts_rank_cd is not, so it only orders the best :rerank rows by coverage.
+    Ranking reads every candidate row, so at most :max_matches rows are ranked. A namespace
+    that small is ranked whole. In a larger one, the candidates are the rows found through
+    the rarest query lexemes, until the budget is spent: term-at-a-time retrieval with a
+    limited number of accumulators, most informative terms first (Moffat & Zobel's "continue"
+    strategy). A lexeme whose posting list alone is longer than the budget finds no rows
+    (reading it would cost its whole list for an arbitrary sample) unless it is the query's
+    rarest; like every lexeme it still counts in each candidate's coverage and cover density,
+    as low-impact terms in BM25/WAND engines only re-rank what the others found. Statistics
+    choose which rows are ranked, never a row's score.
+
+    ts_rank_cd is the costly part. A row's score lies in [coverage, coverage + 1), so only
+    rows whose coverage reaches that of the :n-th best can be among the :n best: it scores
+    only those. And its cost grows with the size of the query, while the words of an OR
+    query that a row lacks never start nor end a cover: it ranks each row against the query
+    words the row contains, the same number for a fraction of the work.
     """
-    spec = LAYERS[layer]
     name = layer.value.lower()
     return f"""
-    (SELECT '{layer.value}' AS layer, 'text' AS leg, top.id,
-            top.coverage + ts_rank_cd(top.content_tsv, mt.any_lexeme, 32) AS score
-     FROM (SELECT m.id, m.content_tsv,
-                  (SELECT count(*) FROM lex_{name} lx WHERE m.content_tsv @@ lx.q) AS coverage
-           FROM ((SELECT t.id FROM {spec.table} t, match_{name} mt
-                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.selective
-                  LIMIT :max_matches)
-                 UNION
-                 (SELECT t.id FROM {spec.table} t, match_{name} mt
-                  WHERE t.namespace = :ns AND t.content_tsv @@ mt.any_lexeme
-                  LIMIT :common_matches)) candidates
-           JOIN {spec.table} m ON m.id = candidates.id
-           ORDER BY coverage DESC, m.id DESC
-           LIMIT :rerank) top, match_{name} mt
-     ORDER BY score DESC, top.id DESC
+    (SELECT '{layer.value}' AS layer, 'text' AS leg, b.id,
+            b.coverage + ts_rank_cd(
+                b.content_tsv,
+                (SELECT CAST(string_agg(lx.quoted, ' | ') AS tsquery) FROM lexemes_{name} lx
+                 WHERE b.content_tsv @@ lx.q),
+                32) AS score
+     FROM best_{name} b
+     WHERE b.coverage > 0
+       AND b.coverage >= (SELECT min(coverage) FROM (SELECT coverage FROM best_{name}
+                                                     ORDER BY coverage DESC LIMIT :n) top_n)
+     ORDER BY score DESC, b.id DESC
      LIMIT :n)"""
 
 
