@@ -196,27 +196,11 @@ class WorkingMemory:
         ``attention`` is the item's decay base; it defaults to the importance. The whole add
         is one statement (a function of migration 0010) run in autocommit: one round trip.
         """
-        content = require_text(content, "Content")
-        importance = require_importance(importance)
-        if attention is not None:
-            attention = require_importance(attention, "attention")
-        session_id = require_session_id(session_id)
-        kind, ref = _require_ref(ref_kind, ref_id)
-        provenance = require_json_object(provenance, "provenance")
-        add_settings = self._add_settings(EVENTS_CHANNEL if self.settings.live_events else None)
+        item = self._item(content, importance, attention, session_id, ref_kind, ref_id, provenance)
+        channel = EVENTS_CHANNEL if self.settings.live_events else None
         async with self.db.statement() as conn:
             row = await conn.fetchrow(
-                ADD_SQL_POSITIONAL,
-                self.namespace,
-                session_id,
-                content,
-                importance,
-                attention,
-                kind,
-                ref,
-                None if provenance is None else json.dumps(provenance),
-                None,
-                *add_settings.values(),
+                ADD_SQL_POSITIONAL, *item.values(), None, *self._add_settings(channel).values()
             )
         assert row is not None
         return _result(row)
@@ -239,6 +223,31 @@ class WorkingMemory:
         ``attention`` is the decay base (default: the importance), e.g. an extraction rule's.
         ``restored_from`` (the stale-memory id) makes the add report RESTORED, not ADDED.
         """
+        item = self._item(content, importance, attention, session_id, ref_kind, ref_id, provenance)
+        row = (
+            await conn.execute(
+                text(ADD_SQL_NAMED),
+                {
+                    **item,
+                    "restored_from": restored_from,
+                    **self._add_settings(live_channel(conn)),
+                },
+            )
+        ).one()
+        return _result(row)
+
+    def _item(
+        self,
+        content: Any,
+        importance: Any,
+        attention: Any,
+        session_id: Any,
+        ref_kind: Any,
+        ref_id: Any,
+        provenance: Any,
+    ) -> dict[str, Any]:
+        """The validated item as the add function's first arguments, in order (before
+        restored_from)."""
         content = require_text(content, "Content")
         importance = require_importance(importance)
         if attention is not None:
@@ -246,25 +255,16 @@ class WorkingMemory:
         session_id = require_session_id(session_id)
         kind, ref = _require_ref(ref_kind, ref_id)
         provenance = require_json_object(provenance, "provenance")
-
-        row = (
-            await conn.execute(
-                text(ADD_SQL_NAMED),
-                {
-                    "ns": self.namespace,
-                    "sid": session_id,
-                    "content": content,
-                    "importance": importance,
-                    "attention": attention,
-                    "ref_kind": kind,
-                    "ref_id": ref,
-                    "provenance": None if provenance is None else json.dumps(provenance),
-                    "restored_from": restored_from,
-                    **self._add_settings(live_channel(conn)),
-                },
-            )
-        ).one()
-        return _result(row)
+        return {
+            "ns": self.namespace,
+            "sid": session_id,
+            "content": content,
+            "importance": importance,
+            "attention": attention,
+            "ref_kind": kind,
+            "ref_id": ref,
+            "provenance": None if provenance is None else json.dumps(provenance),
+        }
 
     def _add_settings(self, channel: str | None) -> dict[str, Any]:
         settings = self.settings
