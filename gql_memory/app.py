@@ -4,35 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
-import math
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from cross_web import HTTPException
-from graphql import ExecutionResult
 from sqlalchemy import text
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
-from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
-from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http import GraphQLHTTPResponse
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
-from strawberry.types.unset import UNSET, UnsetType
 
-from gql_memory.api.auth import Authenticator, Credentials
-from gql_memory.api.context import Context
-from gql_memory.api.errors import format_error
-from gql_memory.api.operation_metrics import OperationMetrics
+from gql_memory.api.auth import Authenticator
+from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
-from gql_memory.api.schema import build_schema
 from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
@@ -42,191 +27,25 @@ from gql_memory.db.embedded import (
     login_url,
     start_embedded,
 )
-from gql_memory.db.fair import FairShare, NamespacedDatabase
+from gql_memory.db.fair import FairShare
 from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.event_hub import EventHub
 from gql_memory.events_listener import EventListener
-from gql_memory.memory import Memory
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import rules_for
 from gql_memory.metrics import Metrics
-from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware, error_response
+from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from gql_memory.view import MemoryGraphQL
 
 log = logging.getLogger(__name__)
 
-JSON_REQUIRED = (
-    "POST /graphql needs 'Content-Type: application/json'; form, multipart and text bodies "
-    "are refused (a web page could send those cross-site)"
-)
 # While serving, a thread doing CPU work (packing a large context, local embeddings) hands
 # the GIL back to the event loop within this long (Python's default is 5 ms): under a tenant's
 # heavy request, the other tenants' p99 went from 9.5x to 2.4x their p99 without it
 # (bench/soak.py, hash embedder).
 GIL_SWITCH_INTERVAL_S = 0.0005
-
-# HTTP statuses of operations refused as a whole (data null), by error code.
-REFUSED_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403, "RATE_LIMITED": 429}
-
-
-class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
-    """strawberry's ASGI view with authentication, our context, JSON-only errors."""
-
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
-        super().__init__(
-            build_schema(settings, [lambda: OperationMetrics(metrics)]),
-            graphql_ide="graphiql" if settings.graphiql else None,
-            subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
-        request = Request(scope=scope, receive=receive)
-        state = scope.setdefault("state", {})
-        request_id = state.get("request_id")
-        response: Response
-        if request.method == "POST" and not _is_json(request.headers.get("content-type", "")):
-            response = error_response(415, JSON_REQUIRED, request_id=request_id)
-        else:
-            try:
-                answered = await self._run_while_connected(request, receive)
-                if answered is None:
-                    log.info("client disconnected; its request was cancelled")
-                    state.setdefault("error_codes", []).append("CLIENT_CLOSED")
-                    return
-                response = answered
-            except HTTPException as exc:  # strawberry's plain-text refusals, as GraphQL JSON
-                response = error_response(exc.status_code, exc.reason, request_id=request_id)
-            except ClientDisconnect:
-                # The body ended early: the client went away mid-request. Nothing ran, nothing
-                # to answer, nothing wrong with the server.
-                log.info("client disconnected before the request body was complete")
-                state.setdefault("error_codes", []).append("BAD_USER_INPUT")
-                return
-        if response.status_code in (400, 405, 413, 415):
-            state.setdefault("error_codes", []).append("BAD_USER_INPUT")
-        await response(scope, receive, send)
-
-    async def _run_while_connected(self, request: Request, receive: Receive) -> Response | None:
-        """Run the request; if the client goes away first, cancel it (resolvers, running
-        statements, transactions) and return None once everything has unwound."""
-        await request.body()  # the whole body first (kept by the request for strawberry)
-        work = asyncio.ensure_future(self.run(request))
-        watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, work))
-        try:
-            # cancelling this task cancels the awaited work too; either way the work has
-            # unwound when the CancelledError arrives here
-            return await work
-        except asyncio.CancelledError:
-            if watcher.done() and not watcher.cancelled():
-                return None  # the client went away
-            raise
-        finally:
-            watcher.cancel()
-
-    def decode_json(self, data: str | bytes) -> object:
-        """Any undecodable body is a 400 (strawberry only catches JSONDecodeError)."""
-        try:
-            value = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise HTTPException(
-                400, "Unable to parse request body as JSON (invalid or nested too deeply)"
-            ) from exc
-        if not isinstance(value, dict | list):
-            raise HTTPException(400, "The request body must be a JSON object")
-        return value
-
-    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        state = request.app.state
-        credentials = await state.authenticator.from_headers(request.headers)
-        scope_state = request.scope.setdefault("state", {})
-        _note_caller(scope_state, credentials)
-        return Context(
-            request=request,
-            response=response,
-            settings=state.settings,
-            request_id=scope_state.get("request_id", "-"),
-            credentials=credentials,
-            build_memory=lambda namespace: Memory(
-                NamespacedDatabase(state.db, namespace, state.fair_share),
-                state.settings,
-                namespace,
-                state.embedder,
-            ),
-            events=getattr(state, "event_hub", None),
-            rate_limiter=state.rate_limiter,
-            refresh_credentials=(
-                state.authenticator.refresh if isinstance(request, WebSocket) else None
-            ),
-        )
-
-    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        """A key in the connection_init payload overrides the handshake's; no key, no socket."""
-        authenticator: Authenticator = context.request.app.state.authenticator
-        context.credentials = await authenticator.from_connection_params(
-            context.connection_params, context.credentials
-        )
-        _note_caller(context.request.scope.setdefault("state", {}), context.credentials)
-        if context.credentials.principal is None:
-            raise ConnectionRejectionError()
-        return UNSET
-
-    async def process_result(
-        self, request: Request, result: ExecutionResult
-    ) -> GraphQLHTTPResponse:
-        state = request.scope.setdefault("state", {})
-        request_id = state.get("request_id")
-        response: GraphQLHTTPResponse = {"data": result.data}
-        if result.errors:
-            response["errors"] = [format_error(e, request_id) for e in result.errors]
-            state.setdefault("error_codes", []).extend(
-                e["extensions"]["code"] for e in response["errors"]
-            )
-        if result.extensions:
-            response["extensions"] = result.extensions
-        return response
-
-    def create_response(
-        self,
-        response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse],
-        sub_response: Response,
-    ) -> Response:
-        """401 (with WWW-Authenticate), 403 or 429 (with Retry-After) when the whole
-        operation was refused."""
-        response = super().create_response(response_data, sub_response)
-        if isinstance(response_data, dict) and response_data.get("data") is None:
-            errors = {e["extensions"]["code"]: e for e in response_data.get("errors", [])}
-            for code, status in REFUSED_STATUS.items():
-                if code in errors:
-                    response.status_code = status
-                    if status == 401:
-                        response.headers["WWW-Authenticate"] = 'Bearer realm="gql-memory"'
-                    if status == 429:
-                        retry_ms = errors[code]["extensions"].get("retryAfterMs", 1000)
-                        response.headers["Retry-After"] = str(math.ceil(retry_ms / 1000))
-                    break
-        return response
-
-
-async def _cancel_on_disconnect(receive: Receive, work: asyncio.Future[Any]) -> None:
-    """Cancels ``work`` when the client disconnects (the request body has been read)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    work.cancel()
-
-
-def _is_json(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() == "application/json"
-
-
-def _note_caller(state: dict[str, Any], credentials: Credentials) -> None:
-    """Who the caller is, for the access log (namespace and key id; never the key)."""
-    principal = credentials.principal
-    state["namespace"] = principal.namespace if principal else None
-    state["key_id"] = principal.key_id if principal else None
 
 
 async def healthz(request: Request) -> Response:
@@ -290,6 +109,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # Extraction rules are checked (and compiled, once) before anything starts: a bad
         # rule aborts startup with a message naming it.
         rules_for(settings)
+        # so is the trusted-documents manifest (a digest that does not match stops startup)
+        documents = PersistedDocuments.for_settings(settings)
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         embedded: EmbeddedPostgres | None = None
@@ -335,6 +156,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 settings.rate_limit_per_s, settings.rate_limit_burst
             )
             app.state.settings = settings
+            app.state.documents = documents
             app.state.embedder = embedder
             app.state.event_hub = hub if live else None
             app.state.metrics = metrics

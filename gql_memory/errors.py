@@ -71,3 +71,19 @@ class RequestTimeoutError(GqlMemoryError):
     """The request ran past its deadline; its work was cancelled and rolled back."""
 
     code = "TIMEOUT"
+
+
+class PersistedQueryNotFoundError(GqlMemoryError):
+    """A persisted document id (APQ hash or trusted document id) this server does not know;
+    Apollo clients then resend the hash with the document. The message is Apollo's."""
+
+    code = "PERSISTED_QUERY_NOT_FOUND"
+
+    def __init__(self) -> None:
+        super().__init__("PersistedQueryNotFound")
+
+
+class PersistedQueryRequiredError(GqlMemoryError):
+    """Only trusted documents are served (GQL_MEMORY_TRUSTED_DOCUMENTS_ONLY)."""
+
+    code = "PERSISTED_QUERY_REQUIRED"

@@ -29,15 +29,23 @@ def error_response(
     code: str = "BAD_USER_INPUT",
     request_id: str | None = None,
     headers: dict[str, str] | None = None,
+    media_type: str = "application/json",
 ) -> JSONResponse:
-    """A GraphQL-shaped error body for requests refused before any GraphQL runs."""
+    """A GraphQL-shaped error body for requests refused before any GraphQL runs; under
+    application/graphql-response+json (a request error) it has no ``data`` entry."""
     extensions = {"code": code}
     if request_id:
         extensions["requestId"] = request_id
+    body: dict[str, Any] = {"errors": [{"message": message, "extensions": extensions}]}
+    if media_type == "application/json":
+        body = {"data": None, **body}
     return JSONResponse(
-        {"data": None, "errors": [{"message": message, "extensions": extensions}]},
+        body,
         status_code=status,
         headers=headers,
+        media_type=media_type
+        if media_type == "application/json"
+        else f"{media_type}; charset=utf-8",
     )
 
 

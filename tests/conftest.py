@@ -288,3 +288,17 @@ def openai_settings(settings: Settings, fake: FakeOpenAI, **changes: Any) -> Set
         "embedding_max_retries": 3,
     }
     return settings.with_overrides(**{**values, **changes})
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> Path:
+    """The pinned Node clients of tests/node/ (``npm ci`` into a cache on first use); the
+    tests that need them skip, saying why, on a machine without node and npm."""
+    from tests import node_clients
+
+    missing = node_clients.missing_tools()
+    if missing:
+        reason = f"{' and '.join(missing)} not found on PATH: the Node client tests need them"
+        print(f"SKIPPED: {reason}")
+        pytest.skip(reason)
+    return node_clients.install()

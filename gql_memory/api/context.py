@@ -10,6 +10,7 @@ from strawberry.types import Info as StrawberryInfo
 
 from gql_memory.api.auth import Credentials
 from gql_memory.api.loaders import Loaders
+from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
 from gql_memory.config import Settings
 from gql_memory.event_hub import EventHub
@@ -32,6 +33,7 @@ class Context:
     refresh_credentials: Callable[[Credentials], Awaitable[Credentials]] | None = None
     events: EventHub | None = None  # live events of this process (subscriptions)
     rate_limiter: RateLimiter | None = None  # per-key operation rate (api/rate_limit.py)
+    documents: PersistedDocuments | None = None  # trusted documents and APQ (api/persisted.py)
     # Websockets: one context per connection; its open subscriptions (bounded by a setting).
     open_subscriptions: int = 0
     _memory: Memory | None = field(default=None, repr=False)

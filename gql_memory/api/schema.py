@@ -34,10 +34,10 @@ from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
-from gql_memory.api.transport import OperationNameRequired, SubscriptionsOverWebSocket
+from gql_memory.api.transport import OperationNameRequired, SubscriptionsOverStreams
 from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
-from gql_memory.errors import RequestTimeoutError
+from gql_memory.errors import GqlMemoryError, RequestTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,10 @@ Mutation = strawberry.type(
 )
 Subscription = strawberry.type(
     type("Subscription", SUBSCRIPTION_TYPES, {}),
-    description="Live streams over graphql-transport-ws (WebSocket at /graphql). Subscriptions "
-    "only read; events come from committed writes on any server of the deployment.",
+    description="Live streams over graphql-transport-ws (WebSocket at /graphql), graphql-sse "
+    "(POST /graphql with 'Accept: text/event-stream') or Apollo's multipart HTTP "
+    "subscriptions. Subscriptions only read; events come from committed writes on any server "
+    "of the deployment.",
 )
 
 
@@ -86,8 +88,9 @@ class MemorySchema(strawberry.Schema):
         the running statement on the server, the transaction rolls back and the pooled
         connection goes back. The caller gets TIMEOUT."""
         context = kwargs.get("context_value")
-        if refusal := document_too_large(query, self.max_document_chars):
-            return ExecutionResult(data=None, errors=[self._coded(refusal, context)])
+        query, refusal = self._document(query, kwargs)
+        if refusal is not None:
+            return ExecutionResult(data=None, errors=[refusal])
         if not self.request_timeout_s:
             return await super().execute(query, *args, **kwargs)
         try:
@@ -105,15 +108,36 @@ class MemorySchema(strawberry.Schema):
         return ExecutionResult(data=None, errors=[error])
 
     async def stream(self, query: str | None, *args: Any, **kwargs: Any) -> StreamResult:
-        """WebSocket operations: a document over the size limit is refused before parsing."""
-        if refusal := document_too_large(query, self.max_document_chars):
-            error = self._coded(refusal, kwargs.get("context_value"))
+        """WebSocket and HTTP stream operations: a document over the size limit is refused
+        before parsing."""
+        query, refusal = self._document(query, kwargs)
+        if refusal is not None:
+            error = refusal
 
             async def refused() -> AsyncGenerator[ExecutionResult, None]:
                 yield PreExecutionError(data=None, errors=[error])
 
             return refused()
         return await super().stream(query, *args, **kwargs)
+
+    def _document(self, query: str | None, kwargs: dict[str, Any]) -> tuple[str | None, Any]:
+        """(the document to run, or the coded refusal): a document over the size limit is
+        refused before it is parsed; a persisted document id (trusted document, APQ hash) is
+        resolved for the caller's namespace (gql_memory.api.persisted). An unauthenticated
+        caller's document passes unresolved: the ScopeGuard refuses it."""
+        context = kwargs.get("context_value")
+        if refusal := document_too_large(query, self.max_document_chars):
+            return query, self._coded(refusal, context)
+        documents = getattr(context, "documents", None)
+        credentials = getattr(context, "credentials", None)
+        principal = getattr(credentials, "principal", None)
+        if documents is None or principal is None:
+            return query, None
+        try:
+            extensions = kwargs.get("operation_extensions") or {}
+            return documents.resolve(principal.namespace, query, extensions), None
+        except GqlMemoryError as exc:
+            return query, self._coded(exc, context)
 
     @staticmethod
     def _coded(error: Exception, context: Any) -> GraphQLError:
@@ -158,7 +182,7 @@ def build_schema(
         ),
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,
-        SubscriptionsOverWebSocket,
+        SubscriptionsOverStreams,
         OperationNameRequired,
     ]
     if not settings.introspection:

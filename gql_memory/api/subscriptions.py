@@ -1,4 +1,5 @@
-"""GraphQL subscriptions: live memory events over graphql-transport-ws.
+"""GraphQL subscriptions: live memory events over graphql-transport-ws (WebSocket), graphql-sse
+(Server-Sent Events) and Apollo's multipart HTTP subscriptions.
 
 Events come from PostgreSQL LISTEN/NOTIFY through the process's EventHub, so a subscriber on
 any worker or replica sees every committed write. A subscriber only ever sees its own
@@ -16,6 +17,7 @@ from datetime import datetime
 from typing import Annotated
 
 import strawberry
+from starlette.websockets import WebSocket
 
 from gql_memory.api.context import Info
 from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
@@ -116,7 +118,8 @@ async def delivered(info: Info, subscriber: Subscriber) -> AsyncIterator[events.
 
     A revocation arrives as KEY_REVOKED through the hub and ends the stream before any later
     write. As a fallback (a LISTEN outage), the key is also re-checked whenever the stream
-    has been idle for the key cache's TTL. Either way the WebSocket is closed with 4403.
+    has been idle for the key cache's TTL. Either way a WebSocket is closed with 4403 and an
+    HTTP stream ends with UNAUTHENTICATED.
     """
     context = info.context
     interval = context.settings.api_key_cache_ttl_s
@@ -143,10 +146,9 @@ async def delivered(info: Info, subscriber: Subscriber) -> AsyncIterator[events.
 
 async def _close_revoked(info: Info) -> None:
     request = info.context.request
-    close = getattr(request, "close", None)
-    if close is not None:
+    if isinstance(request, WebSocket):  # an HTTP stream ends with this error as its last event
         with contextlib.suppress(RuntimeError):  # already closing
-            await close(code=4403, reason="API key revoked")
+            await request.close(code=4403, reason="API key revoked")
     raise UnauthenticatedError("The API key of this subscription was revoked")
 
 
@@ -171,7 +173,9 @@ def subscription_slot(info: Info) -> Iterator[None]:
             context.open_subscriptions -= 1
 
 
-@strawberry.type(description="Live streams of memory events (graphql-transport-ws).")
+@strawberry.type(
+    description="Live streams of memory events (graphql-transport-ws, graphql-sse, multipart)."
+)
 class MemorySubscriptions:
     @strawberry.subscription(
         description="Changes of one session's working memory: added, evicted, archived, "

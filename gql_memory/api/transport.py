@@ -1,5 +1,6 @@
-"""How an operation must arrive: subscriptions over WebSocket only (graphql-transport-ws at
-/graphql), and a document with several operations with the name of the one to run.
+"""How an operation must arrive: subscriptions over a streaming transport (graphql-transport-ws
+over WebSocket, graphql-sse or multipart over HTTP), and a document with several operations
+with the name of the one to run.
 
 A subscription sent as a plain HTTP request would run its stream resolver as if it were a
 query and end in an internal error; it is refused up front with a code and the way to do it.
@@ -16,16 +17,18 @@ from strawberry.types.graphql import OperationType
 from gql_memory.errors import ValidationError
 
 
-class SubscriptionsOverWebSocket(SchemaExtension):
-    """BAD_USER_INPUT for a subscription operation that did not come over a WebSocket."""
+class SubscriptionsOverStreams(SchemaExtension):
+    """BAD_USER_INPUT for a subscription operation that did not come over a stream."""
 
     def on_execute(self) -> Iterator[None]:
         execution = self.execution_context
-        over_websocket = getattr(execution.context, "refresh_credentials", None) is not None
-        if execution.operation_type is OperationType.SUBSCRIPTION and not over_websocket:
+        # long-lived requests (WebSocket, SSE, multipart) re-check their key: see get_context
+        streaming = getattr(execution.context, "refresh_credentials", None) is not None
+        if execution.operation_type is OperationType.SUBSCRIPTION and not streaming:
             raise ValidationError(
-                "Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, "
-                "not over HTTP requests"
+                "Subscriptions are served over WebSocket (graphql-transport-ws), Server-Sent "
+                "Events ('Accept: text/event-stream', graphql-sse) or multipart HTTP ('Accept: "
+                "multipart/mixed;subscriptionSpec=1.0'), not as plain HTTP requests"
             )
         yield
 

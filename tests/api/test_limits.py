@@ -192,7 +192,8 @@ async def test_json_with_a_charset_is_fine(api: LiveServer) -> None:
         b"\xff\xfe not utf-8",
         b'{"query": "{ stats { sessions } }", "operationName": 7}',
         b'{"query": 7}',
-        b'[{"query": "{ stats { sessions } }"}, {"query": "{ stats { sessions } }"}]',
+        b"[" + b",".join([b'{"query": "{ stats { sessions } }"}'] * 11) + b"]",  # > max batch
+        b"[]",
         b"{}",
     ],
 )
