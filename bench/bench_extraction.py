@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gql_memory import MemoryStore
+from gql_memory import AsyncMemoryStore
 from gql_memory.config import Settings
 from gql_memory.memory.redaction import redact
 from gql_memory.memory.rules import first_match, rules_for
@@ -80,7 +80,7 @@ async def run() -> list[tuple[str, str, int, float, float, float, float]]:
     rows = []
     rules = rules_for(Settings())
     with tempfile.TemporaryDirectory(prefix="gqlm-bench-") as tmp:
-        async with MemoryStore(data_dir=Path(tmp) / "data") as store:
+        async with AsyncMemoryStore(data_dir=Path(tmp) / "data") as store:
             for label, size, runs in SIZES:
                 for tool, output in outputs(size).items():
                     rule = first_match(rules, tool, output)

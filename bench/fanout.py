@@ -35,7 +35,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import DOCS, percentile, server
-from gql_memory import MemoryStore
+from gql_memory import AsyncMemoryStore
 from gql_memory.config import Settings
 from gql_memory.db.embedded import start_embedded
 
@@ -156,7 +156,7 @@ async def measure(a: str, b: str) -> tuple[dict[str, list[float]], dict[str, lis
     return await sequential(a, b), await under_load(a, b)
 
 
-async def timed_adds(store: MemoryStore, session: str, latencies: list[float]) -> None:
+async def timed_adds(store: AsyncMemoryStore, session: str, latencies: list[float]) -> None:
     for i in range(COST_ADDS_PER_WRITER):
         started = time.perf_counter()
         await store.working.add(f"item {i}", session_id=session)
@@ -169,7 +169,7 @@ async def publishing_cost(url: str) -> dict[bool, tuple[list[float], list[float]
     for round_ in range(COST_ROUNDS):
         for live in (True, False):  # alternating, so machine noise hits both alike
             rates, latencies = results[live]
-            async with MemoryStore(url, settings=Settings(live_events=live)) as store:
+            async with AsyncMemoryStore(url, settings=Settings(live_events=live)) as store:
                 started = time.perf_counter()
                 await asyncio.gather(
                     *(

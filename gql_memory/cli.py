@@ -288,7 +288,7 @@ def import_transcript(
     from rich.progress import Progress
 
     from gql_memory.memory.importer import ImportSummary, TranscriptImporter, read_transcript
-    from gql_memory.store import MemoryStore
+    from gql_memory.store import AsyncMemoryStore
 
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
@@ -303,7 +303,7 @@ def import_transcript(
         _fail(f"cannot read {file}: {exc.strerror}")
 
     async def run() -> ImportSummary:
-        async with MemoryStore(settings=settings, namespace=namespace) as store:
+        async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
             importer = TranscriptImporter(store.raw, batch_size)
             with Progress(transient=False) as bar:
                 task = bar.add_task(f"importing {file.name}", total=len(turns))
@@ -358,8 +358,9 @@ def rules_check(
     typer.echo(f"{file}: {len(rules)} extraction rules OK (first match wins)")
     for rule in rules:
         content = rule.content_pattern if rule.content_pattern is not None else "(any output)"
+        path = f"path {rule.path_pattern!r}, " if rule.path_pattern is not None else ""
         typer.echo(
-            f"  {rule.id}: tool {rule.tool_pattern!r}, content {content!r}, "
+            f"  {rule.id}: tool {rule.tool_pattern!r}, {path}content {content!r}, "
             f"attention {rule.attention}, {rule.summarizer}"
         )
 

@@ -1,23 +1,32 @@
-"""MemoryStore: the in-process library facade over gql_memory.memory (seed 001).
+"""The in-process library over gql_memory.memory (seed 001), synchronous and async.
 
-    async with MemoryStore() as store:              # embedded PostgreSQL
+    with MemoryStore() as store:                    # embedded PostgreSQL
+        result = store.working.add("User prefers dark mode", importance=0.9)
+
+    async with AsyncMemoryStore() as store:
         result = await store.working.add("User prefers dark mode", importance=0.9)
 
-The API's resolvers call exactly the same service objects, so library and server behave alike.
+``AsyncMemoryStore`` is the implementation; ``MemoryStore`` runs it on a loop thread of its
+own (gql_memory.loop_thread), so both have the same sub-objects, signatures, results and
+exceptions. The API's resolvers call exactly the same service objects, so library and server
+behave alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import ensure_text_search_config, upgrade
 from gql_memory.embeddings import EmbeddingProvider, make_provider
+from gql_memory.loop_thread import LoopThread, StoreClosedError, synchronous
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.context import ALL_SECTIONS, Context, SectionKind
 from gql_memory.memory.embedding_config import verify_embedding_config
@@ -34,7 +43,7 @@ from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
 
 
-class MemoryStore:
+class AsyncMemoryStore:
     """Connects (starting the embedded PostgreSQL when no URL is given), migrates, serves."""
 
     def __init__(
@@ -57,7 +66,7 @@ class MemoryStore:
         self._memory: Memory | None = None
         self._embedder: EmbeddingProvider | None = None
 
-    async def __aenter__(self) -> MemoryStore:
+    async def __aenter__(self) -> AsyncMemoryStore:
         await self.connect()
         return self
 
@@ -70,7 +79,17 @@ class MemoryStore:
         await self.close()
 
     async def connect(self) -> None:
+        """Start (or reach) PostgreSQL, migrate and check it; a second call does nothing."""
+        if self.connected:
+            return
         rules_for(self.settings)  # invalid extraction rules fail here, before any database work
+        try:
+            await self._connect()
+        except BaseException:
+            await self.close()  # e.g. a refused migration must not leave PostgreSQL running
+            raise
+
+    async def _connect(self) -> None:
         url = self.settings.database_url
         if url is None:
             self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
@@ -103,7 +122,10 @@ class MemoryStore:
     @property
     def memory(self) -> Memory:
         if self._memory is None:
-            raise RuntimeError("MemoryStore is not connected: use `async with MemoryStore()`")
+            raise StoreClosedError(
+                "AsyncMemoryStore is not connected: use `async with AsyncMemoryStore()` "
+                "or `await store.connect()`"
+            )
         return self._memory
 
     def scoped(self, namespace: str) -> Memory:
@@ -142,9 +164,24 @@ class MemoryStore:
         layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
         weights: SearchWeights | None = None,
         fusion: Fusion | str | None = None,
+        *,
+        as_of: datetime | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SearchHit]:
-        """Graph-aware hybrid search (see gql_memory.memory.search)."""
-        return await self.memory.search(query, top_k, session_id, layers, weights, fusion)
+        """Graph-aware hybrid search (see gql_memory.memory.search): the facts valid now, or
+        at ``as_of``; ``since`` / ``until`` limit it to a period."""
+        return await self.memory.search(
+            query,
+            top_k,
+            session_id,
+            layers,
+            weights,
+            fusion,
+            as_of=as_of,
+            since=since,
+            until=until,
+        )
 
     async def context(
         self,
@@ -152,9 +189,12 @@ class MemoryStore:
         session_id: str = "default",
         max_tokens: int = CONTEXT_DEFAULT_MAX_TOKENS,
         include: Sequence[SectionKind | str] = ALL_SECTIONS,
+        *,
+        as_of: datetime | None = None,
     ) -> Context:
-        """Token-budgeted context for an agent's next step (see gql_memory.memory.context)."""
-        return await self.memory.context(query, session_id, max_tokens, include)
+        """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
+        with ``as_of``, as the facts stood at that instant."""
+        return await self.memory.context(query, session_id, max_tokens, include, as_of=as_of)
 
     @property
     def extraction(self) -> ExtractionPipeline:
@@ -167,3 +207,93 @@ class MemoryStore:
     async def forget_session(self, session_id: str) -> int:
         """Erase everything stored for one session; returns the number of rows deleted."""
         return await self.memory.forget_session(session_id)
+
+
+class MemoryStore:
+    """The synchronous library (seed 001): ``AsyncMemoryStore`` run on a loop thread of its own.
+
+    Every attribute of the async store is here with the same name and signature: sub-objects
+    (``working``, ``raw``, ``stale``, ``insights``, ``episodes``, ``graph``, ``extraction``,
+    ``scoped(namespace)``) come with blocking methods, and a call returns what the coroutine
+    returned or raises what it raised. Safe to share between threads. ``close()`` stops the
+    loop thread; using the store after it raises ``StoreClosedError`` (a RuntimeError).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        settings: Settings | None = None,
+        data_dir: str | Path | None = None,
+        migrate: bool = True,
+    ) -> None:
+        # created here so that invalid arguments raise here, as with the async store
+        self._store = AsyncMemoryStore(
+            url, namespace=namespace, settings=settings, data_dir=data_dir, migrate=migrate
+        )
+        self._loop: LoopThread | None = None
+        self._closed = False
+
+    def __enter__(self) -> MemoryStore:
+        self.connect()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        """Start the loop thread and connect on it; a second call does nothing."""
+        if self._loop is not None:
+            return
+        loop = LoopThread(name=f"gql-memory-store-{id(self):x}")
+        try:
+            loop.run(self._store.connect())
+        except BaseException:
+            loop.stop()
+            raise
+        self._loop, self._closed = loop, False
+
+    def close(self) -> None:
+        """Disconnect (stopping the embedded PostgreSQL if this store started it) and stop
+        the loop thread. Idempotent."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        self._closed = True
+        try:
+            loop.run(self._store.close())
+        finally:
+            loop.stop()
+
+    @property
+    def connected(self) -> bool:
+        """True between ``connect()`` and ``close()``."""
+        return self._loop is not None and self._store.connected
+
+    @property
+    def settings(self) -> Settings:
+        return self._store.settings
+
+    @property
+    def namespace(self) -> str:
+        return self._store.namespace
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not hasattr(AsyncMemoryStore, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        if self._loop is None:
+            state = "closed" if self._closed else "not connected"
+            raise StoreClosedError(
+                f"MemoryStore is {state}: use `with MemoryStore(...) as store:` "
+                "or call store.connect() first"
+            )
+        return synchronous(getattr(self._store, name), self._loop)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self._store)))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from gql_memory import MemoryStore
+from gql_memory import AsyncMemoryStore
 from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from tests.conftest import ROOT, serving
@@ -89,7 +89,7 @@ async def test_readme_backup_restores_into_a_fresh_data_dir_that_serves(
     dumps = scratch_dir / "work"
     dumps.mkdir()
 
-    async with MemoryStore(data_dir=source) as store:
+    async with AsyncMemoryStore(data_dir=source) as store:
         added = await store.working.add("User prefers dark mode", importance=0.9)
         await store.raw.store("chat-42", "user", "Book a table for two", {"channel": "web"})
         await store.insights.add("The user books restaurants for two", source_ids=[])
@@ -123,7 +123,7 @@ async def test_readme_backup_restores_into_a_fresh_data_dir_that_serves(
         )
         assert int(stored["storeRawDialogue"]["id"]) > 1  # the restored sequence continues
 
-    async with MemoryStore(data_dir=restored) as store:
+    async with AsyncMemoryStore(data_dir=restored) as store:
         page = await store.raw.list(session_id="chat-42")
         assert [turn.content for turn in page.items] == ["Done", "Book a table for two"]
         (hit,) = await store.insights.search("restaurants for two", top_k=1)

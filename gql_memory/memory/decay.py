@@ -11,12 +11,16 @@ anything: a session paused for a week resumes exactly where it was.
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import Settings
 from gql_memory.memory.events import live_channel, process_origin
 from gql_memory.memory.sessions import lock_and_count_events
+
+log = logging.getLogger(__name__)
 
 # Raw attention of working_memory row `w` given its session's counter `s.event_counter`.
 # (The formula is the function gql_memory_raw_attention of migration 0010, which the planner
@@ -29,10 +33,21 @@ RAW_ATTENTION_SQL = (
 ATTENTION_SQL = f"greatest(CAST(:attention_floor AS float8), {RAW_ATTENTION_SQL})"
 
 
+def decay_rate(settings: Settings) -> float:
+    """Attention kept per event: all of it when decay is switched off (``Settings.decay``)."""
+    return settings.decay_rate if settings.decay else 1.0
+
+
+def delete_threshold(settings: Settings) -> float:
+    """Raw attention below which decay evicts; 0 (never: attention is >= 0) when decay is
+    switched off."""
+    return settings.decay_delete_threshold if settings.decay else 0.0
+
+
 def decay_params(settings: Settings) -> dict[str, float]:
     """Bind parameters used by ATTENTION_SQL / RAW_ATTENTION_SQL."""
     return {
-        "decay_rate": settings.decay_rate,
+        "decay_rate": decay_rate(settings),
         "mention_boost": settings.mention_boost,
         "attention_floor": settings.attention_floor,
     }
@@ -42,7 +57,7 @@ def attention(
     base: float, events_elapsed: int, mentions: int, settings: Settings
 ) -> tuple[float, float]:
     """(raw, reported) attention in Python — the same formula as the SQL, for callers/tests."""
-    raw = base * settings.decay_rate ** max(events_elapsed, 0) + mentions * settings.mention_boost
+    raw = base * decay_rate(settings) ** max(events_elapsed, 0) + mentions * settings.mention_boost
     return raw, max(settings.attention_floor, raw)
 
 
@@ -60,14 +75,28 @@ async def sweep(
             "ns": namespace,
             "sid": session_id,
             "critical": settings.critical_importance,
-            "decay_rate": settings.decay_rate,
+            "decay_rate": decay_rate(settings),
             "mention_boost": settings.mention_boost,
-            "threshold": settings.decay_delete_threshold,
+            "threshold": delete_threshold(settings),
             "channel": live_channel(conn),
             "origin": process_origin(),
         },
     )
-    return list(archived.scalars())
+    decayed = list(archived.scalars())
+    if decayed:
+        log.info(
+            "working memory %s archived to stale (DECAY_EVICTION, session %r)",
+            decayed,
+            session_id,
+            extra={
+                "event": "working_memory_decay",
+                "namespace": namespace,
+                "session_id": session_id,
+                "reason": "DECAY_EVICTION",
+                "original_ids": decayed,
+            },
+        )
+    return decayed
 
 
 async def session_event(

@@ -18,6 +18,7 @@ from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.autograph import turn_links
+from gql_memory.memory.decay import decay_rate, delete_threshold
 from gql_memory.memory.events import process_origin
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
@@ -259,9 +260,9 @@ class RawDialogueStore:
             settings.auto_graph,
             *links,
             settings.critical_importance,
-            settings.decay_rate,
+            decay_rate(settings),
             settings.mention_boost,
-            settings.decay_delete_threshold,
+            delete_threshold(settings),
             EVENTS_CHANNEL if settings.live_events else None,
             process_origin(),
         )

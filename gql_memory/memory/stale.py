@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from gql_memory.memory.validation import (
 if TYPE_CHECKING:
     from gql_memory.config import Settings
     from gql_memory.memory.working import WorkingMemory, WorkingMemoryResult
+
+log = logging.getLogger(__name__)
 
 
 class ArchiveReason(enum.Enum):
@@ -195,4 +198,19 @@ async def archive_rows(
             },
         )
     ).all()
-    return [StaleMemoryItem.from_row(r) for r in rows]
+    archived = [StaleMemoryItem.from_row(r) for r in rows]
+    if archived:
+        log.info(
+            "working memory %s archived to stale %s (%s)",
+            [a.original_id for a in archived],
+            [a.id for a in archived],
+            reason.value,
+            extra={
+                "event": "working_memory_archive",
+                "namespace": namespace,
+                "reason": reason.value,
+                "original_ids": [a.original_id for a in archived],
+                "archived_ids": [a.id for a in archived],
+            },
+        )
+    return archived

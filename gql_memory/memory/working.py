@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,8 @@ from gql_memory.errors import NotFoundError, ValidationError
 from gql_memory.memory.decay import (
     ATTENTION_SQL,
     decay_params,
+    decay_rate,
+    delete_threshold,
     session_event,
     sweep,
 )
@@ -46,6 +49,8 @@ from gql_memory.memory.validation import (
 )
 
 DEFAULT_SESSION = "default"
+
+log = logging.getLogger(__name__)
 
 
 class RefKind(enum.Enum):
@@ -161,14 +166,41 @@ ADD_SQL_NAMED = _add_sql([f":{name}" for name, _ in _ADD_ARGUMENTS])
 ADD_SQL_POSITIONAL = _add_sql([f"${i}" for i in range(1, len(_ADD_ARGUMENTS) + 1)])
 
 
-def _result(row: Any) -> WorkingMemoryResult:
-    evicted, archived = row[2], row[3]
+def _result(
+    row: Any, namespace: str, session_id: str, restored_from: int | None = None
+) -> WorkingMemoryResult:
+    """The add's result, logged (seed 000: every insert, eviction and archive, with ids and
+    reason) in one INFO record: the new id, LRU evictions with the stale rows they went to,
+    and the items decay archived (DECAY_EVICTION) on the way."""
+    added_id, count, evicted, archived, decayed = row[0], row[1], row[2], row[3], row[4]
+    if log.isEnabledFor(logging.INFO):
+        log.info(
+            "working memory %s %d (session %r, %d items); LRU_EVICTION %s -> stale %s; "
+            "DECAY_EVICTION %s",
+            "restored" if restored_from is not None else "added",
+            added_id,
+            session_id,
+            count,
+            list(evicted),
+            list(archived),
+            list(decayed),
+            extra={
+                "event": "working_memory_add",
+                "namespace": namespace,
+                "session_id": session_id,
+                "added_id": added_id,
+                "restored_from": restored_from,
+                "evicted_ids": list(evicted),
+                "archived_ids": list(archived),
+                "decayed_ids": list(decayed),
+            },
+        )
     return WorkingMemoryResult(
-        added_id=row[0],
+        added_id=added_id,
         evicted_id=evicted[0] if evicted else None,
         archived_id=archived[0] if archived else None,
-        current_count=row[1],
-        decayed_ids=tuple(row[4]),
+        current_count=count,
+        decayed_ids=tuple(decayed),
     )
 
 
@@ -203,7 +235,7 @@ class WorkingMemory:
                 ADD_SQL_POSITIONAL, *item.values(), None, *self._add_settings(channel).values()
             )
         assert row is not None
-        return _result(row)
+        return _result(row, self.namespace, item["sid"])
 
     async def add_in(
         self,
@@ -234,7 +266,7 @@ class WorkingMemory:
                 },
             )
         ).one()
-        return _result(row)
+        return _result(row, self.namespace, item["sid"], restored_from)
 
     def _item(
         self,
@@ -271,9 +303,9 @@ class WorkingMemory:
         return {
             "capacity": settings.working_memory_capacity,
             "critical": settings.critical_importance,
-            "decay_rate": settings.decay_rate,
+            "decay_rate": decay_rate(settings),
             "mention_boost": settings.mention_boost,
-            "delete_threshold": settings.decay_delete_threshold,
+            "delete_threshold": delete_threshold(settings),
             "channel": channel,
             "origin": process_origin(),
         }
@@ -289,6 +321,22 @@ class WorkingMemory:
                         "ORDER BY w.last_accessed DESC, w.id DESC"
                     ).columns(provenance=JSONB),
                     {"ns": self.namespace, "sid": session_id, **decay_params(self.settings)},
+                )
+            ).all()
+        return [WorkingMemoryItem.from_row(r) for r in rows]
+
+    async def list_all_sessions(self, limit: int) -> list[WorkingMemoryItem]:
+        """Up to ``limit`` items of every session of the namespace, most recently accessed
+        first, each with its session (seed 003's ``memory://working-memory`` without a
+        session)."""
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        SELECT_ITEMS_SQL + "WHERE w.namespace = :ns "
+                        "ORDER BY w.last_accessed DESC, w.id DESC LIMIT :limit"
+                    ).columns(provenance=JSONB),
+                    {"ns": self.namespace, "limit": limit, **decay_params(self.settings)},
                 )
             ).all()
         return [WorkingMemoryItem.from_row(r) for r in rows]
@@ -416,4 +464,15 @@ class WorkingMemory:
             await publish(
                 conn, MemoryEvent(EventKind.CLEARED, self.namespace, session_id, tuple(deleted))
             )
+        log.info(
+            "working memory session %r cleared: %s deleted (critical ones archived first)",
+            session_id,
+            list(deleted),
+            extra={
+                "event": "working_memory_clear",
+                "namespace": self.namespace,
+                "session_id": session_id,
+                "deleted_ids": list(deleted),
+            },
+        )
         return len(archived) + len(deleted)

@@ -41,6 +41,21 @@ async def test_add_list_and_evict(api: LiveServer) -> None:
     assert node["id"] == result["archivedId"]
 
 
+async def test_add_reports_what_decay_archived(api: LiveServer) -> None:
+    zero = await add(api, "noise", importance=0.0)
+    data = await api.data(
+        "mutation($input: WorkingMemoryInput!) { addWorkingMemory(input: $input) "
+        "{ addedId evictedId decayedIds } }",
+        {"input": {"content": "signal", "importance": 0.5}},
+    )
+    result = data["addWorkingMemory"]
+    assert result["decayedIds"] == [zero["addedId"]] and result["evictedId"] is None
+    stale = await api.data(
+        "{ staleMemory(reason: DECAY_EVICTION) { edges { node { originalId } } } }"
+    )
+    assert [e["node"]["originalId"] for e in stale["staleMemory"]["edges"]] == [zero["addedId"]]
+
+
 async def test_access_archive_restore_clear(api: LiveServer) -> None:
     added = await add(api, "remember me", 0.9)
     item_id = added["addedId"]

@@ -7,9 +7,12 @@ import asyncio
 import pytest
 
 from gql_memory import RawDialogueInput
+from gql_memory.config import Settings
+from gql_memory.db import Database
 from gql_memory.memory import Memory
 from gql_memory.memory.decay import attention
 from gql_memory.memory.stale import ArchiveReason
+from tests.conftest import truncate_all
 
 
 async def events(memory: Memory, count: int, session_id: str = "default") -> None:
@@ -76,6 +79,32 @@ async def test_add_reports_decay_evictions(memory: Memory) -> None:
     old = await memory.working.add("old", importance=0.01)
     result = await memory.working.add("new", importance=0.5)
     assert result.decayed_ids == (old.added_id,)
+
+
+async def test_an_importance_zero_item_is_decay_evicted_by_the_next_add(memory: Memory) -> None:
+    zero = await memory.working.add("noise", importance=0.0)
+    result = await memory.working.add("signal", importance=0.5)
+    assert result.decayed_ids == (zero.added_id,) and result.evicted_id is None
+    [archived] = (await memory.stale.list(reason=ArchiveReason.DECAY_EVICTION)).items
+    assert archived.original_id == zero.added_id
+
+
+async def test_decay_switched_off_neither_decays_nor_evicts(
+    db: Database, settings: Settings
+) -> None:
+    """ADR-003's rollback switch (GQL_MEMORY_DECAY=false): attention stays at its base and
+    only capacity evicts."""
+    await truncate_all(db)
+    memory = Memory(db, settings.with_overrides(decay=False))
+    zero = await memory.working.add("noise", importance=0.0)
+    kept = await memory.working.add("fact", importance=0.6)
+    await events(memory, 40)
+    result = await memory.working.add("signal", importance=0.5)
+    assert result.decayed_ids == ()
+    assert await attention_of(memory, kept.added_id) == pytest.approx(0.6)
+    assert await memory.working.get(zero.added_id) is not None
+    assert attention(0.6, 40, 0, memory.settings)[1] == pytest.approx(0.6)
+    assert (await memory.stale.list()).items == []
 
 
 async def test_events_of_other_sessions_do_not_decay_this_one(memory: Memory) -> None:

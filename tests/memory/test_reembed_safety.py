@@ -23,7 +23,7 @@ from gql_memory.memory.embedding_config import (
     stored_signature,
     verify_embedding_config,
 )
-from gql_memory.store import MemoryStore
+from gql_memory.store import AsyncMemoryStore
 from tests.conftest import openai_settings, truncate_all
 from tests.fake_openai import FakeOpenAI, model_mark
 
@@ -149,7 +149,7 @@ async def test_a_re_embed_is_refused_while_a_server_or_library_is_connected(
     that writes or searches is connected, and nothing has changed when it does."""
     assert settings.database_url
     at_a = openai_settings(settings, marked, embedding_model="model-a")
-    async with MemoryStore(settings=at_a, migrate=False) as user:
+    async with AsyncMemoryStore(settings=at_a, migrate=False) as user:
         await user.memory.insights.add("written by a connected library user")
         admin = Database.for_maintenance(settings.database_url, settings)
         try:

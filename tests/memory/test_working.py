@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from sqlalchemy import text
 
@@ -209,3 +211,25 @@ async def test_failed_add_leaves_nothing_behind(memory: Memory) -> None:
         total = await conn.scalar(text("SELECT count(*) FROM working_memory"))
         archived = await conn.scalar(text("SELECT count(*) FROM stale_memory"))
     assert (total, archived) == (10, 0)
+
+
+async def test_every_insert_eviction_and_archive_is_logged_at_info(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seed 000: inserts, evictions and archivals are logged with their ids and reason."""
+    with caplog.at_level(logging.INFO, logger="gql_memory"):
+        ids = await add_many(memory, 10, 0.5)
+        evicting = await memory.working.add("one more", importance=0.9)
+        await memory.working.archive(evicting.added_id)
+        await memory.working.clear()
+    by_event: dict[str, list[logging.LogRecord]] = {}
+    for record in caplog.records:
+        assert record.levelno == logging.INFO
+        by_event.setdefault(getattr(record, "event", ""), []).append(record)
+    adds = by_event["working_memory_add"]
+    assert [r.added_id for r in adds] == [*ids, evicting.added_id]
+    assert (adds[-1].evicted_ids, adds[-1].archived_ids) == ([ids[0]], [evicting.archived_id])
+    [archive] = by_event["working_memory_archive"]
+    assert (archive.original_ids, archive.reason) == ([evicting.added_id], "MANUAL_ARCHIVE")
+    [clear] = by_event["working_memory_clear"]
+    assert sorted(clear.deleted_ids) == ids[1:]
