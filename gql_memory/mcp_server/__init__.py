@@ -5,8 +5,9 @@ update_working_memory, compress_to_l2_insight, store_episode, hybrid_search, gra
 graph_add_edge, graph_query_neighbors, graph_find_path, get_context) and five read-only
 resources (memory://working-memory, memory://stale-memory, memory://l0-raw,
 memory://l2-insights, memory://episode-memory; seed 003). Both call the same service layer
-as the GraphQL API, through a ``MemoryStore`` (DATABASE_URL or the embedded PostgreSQL).
-A malformed frame gets its JSON-RPC error (framing.py) and the bridge reads on.
+as the GraphQL API, through an ``AsyncMemoryStore`` (DATABASE_URL or the embedded
+PostgreSQL). Failures take the seeds' shapes (errors.py); a malformed frame gets its JSON-RPC
+error (framing.py) and the bridge reads on.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from typing import Any
 import anyio
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import InputRequiredResult
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult
 from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
 from gql_memory.config import Settings
+from gql_memory.mcp_server.errors import tool_error
 from gql_memory.mcp_server.framing import checked_stdio
-from gql_memory.mcp_server.resources import check_parameters, register_resources
+from gql_memory.mcp_server.resources import JSON, MemoryResources
 from gql_memory.mcp_server.tools import register_tools
 from gql_memory.memory import DEFAULT_NAMESPACE
-from gql_memory.store import MemoryStore
+from gql_memory.store import AsyncMemoryStore
 
 INSTRUCTIONS = (
     "Long-term memory for this agent. Call get_context before answering to load what is "
@@ -41,8 +44,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class MemoryMCPServer(MCPServer[None]):
-    """MCPServer whose memory:// resources refuse parameters they do not know, and whose
-    stdio transport answers a malformed frame instead of dropping it."""
+    """MCPServer that reads its memory:// resources itself, answers failed calls and reads
+    in the seeds' shapes, and whose stdio transport answers a malformed frame instead of
+    dropping it."""
+
+    def __init__(self, resources: MemoryResources, **options: Any) -> None:
+        super().__init__("gql-memory", **options)
+        self.resources = resources
+        resources.register(self)
 
     async def run_stdio_async(self) -> None:
         async with checked_stdio() as (read_stream, write_stream):
@@ -50,14 +59,22 @@ class MemoryMCPServer(MCPServer[None]):
                 read_stream, write_stream, self._lowlevel_server.create_initialization_options()
             )
 
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:  # the SDK's and the tools' failures; MCPError passes through
+            return tool_error(name, exc)
+
     async def read_resource(
         self, uri: AnyUrl | str, context: Context[None, Any] | None = None
     ) -> Iterable[ReadResourceContents] | InputRequiredResult:
-        check_parameters(str(uri))
-        return await super().read_resource(uri, context)
+        body = await self.resources.read(str(uri))
+        return [ReadResourceContents(content=body, mime_type=JSON)]
 
 
-def build_server(store: MemoryStore) -> MemoryMCPServer:
+def build_server(store: AsyncMemoryStore) -> MemoryMCPServer:
     """The MCP server over ``store``; connects it for the server's lifetime if needed."""
 
     @asynccontextmanager
@@ -70,14 +87,13 @@ def build_server(store: MemoryStore) -> MemoryMCPServer:
 
     level = store.settings.log_level.upper()
     server = MemoryMCPServer(
-        "gql-memory",
+        MemoryResources(store),
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        log_level=level if level in LOG_LEVELS else "INFO",  # type: ignore[arg-type]
+        log_level=level if level in LOG_LEVELS else "INFO",
     )
     register_tools(server, store)
-    register_resources(server, store)
     return server
 
 
@@ -88,5 +104,5 @@ def run_stdio(settings: Settings, namespace: str = DEFAULT_NAMESPACE) -> None:
     stdio transport has claimed stdout, so nothing a child process prints can corrupt the
     protocol stream.
     """
-    store = MemoryStore(settings=settings, namespace=namespace)
+    store = AsyncMemoryStore(settings=settings, namespace=namespace)
     anyio.run(build_server(store).run_stdio_async)

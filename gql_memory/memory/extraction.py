@@ -18,7 +18,7 @@ from gql_memory.config import MAX_TOOL_NAME_CHARS, Settings
 from gql_memory.errors import ValidationError
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.redaction import Redaction, redact, redact_json
-from gql_memory.memory.rules import ExtractionRule, first_match
+from gql_memory.memory.rules import ExtractionRule, first_match, output_path
 from gql_memory.memory.summarizers import summarize
 from gql_memory.memory.validation import (
     require_json_object,
@@ -69,10 +69,10 @@ class ExtractionPipeline:
         self.rules = tuple(rules)
 
     def _summarized(
-        self, tool_name: str, output: str
+        self, tool_name: str, output: str, path: str | None
     ) -> tuple[ExtractionRule | None, Redaction | None]:
         """The first matching rule and its redacted summary of the output (or None, None)."""
-        rule = first_match(self.rules, tool_name, output)
+        rule = first_match(self.rules, tool_name, output, path)
         if rule is None:
             return None, None
         scan_chars = self.settings.extraction_scan_chars
@@ -90,12 +90,19 @@ class ExtractionPipeline:
         output = require_output(output)
         session_id = require_session_id(session_id)
         metadata = require_json_object(metadata, "metadata")
+        if not self.settings.extraction:  # ADR-004's rollback switch: inserts stop
+            return IngestResult(
+                stored=False,
+                reason="extraction is switched off (GQL_MEMORY_EXTRACTION=false): "
+                "nothing was stored",
+            )
         tool_redaction = redact(tool_name)
         safe_tool = tool_redaction.text
 
         # matching, summarizing and redacting are linear in the output: a large one runs
         # in a worker thread
-        rule, summary = await run_cpu(len(output), self._summarized, tool_name, output)
+        path = output_path(output, metadata)
+        rule, summary = await run_cpu(len(output), self._summarized, tool_name, output, path)
         if rule is None or summary is None:
             log.debug("tool output (%d chars) matched no extraction rule", len(output))
             return IngestResult(

@@ -1,16 +1,19 @@
 """Extraction rules (seed 002 ADR-004, ADR-006): data, not code; checked once, at startup.
 
-A rule is ``{id, toolPattern, contentPattern, attention, summarizer}``. Rules are tried in
-order and the first whose ``toolPattern`` is found in the tool name and whose
-``contentPattern`` (optional) is found in the output wins. Patterns are RE2 regular
-expressions: matching is linear in the input, so no pattern — ``(a+)+$`` included — can hang
-the server on a large output. Constructs RE2 cannot run in linear time (backreferences,
-lookaround) do not compile, and such a rule stops startup with a message naming it.
+A rule is ``{id, toolPattern, pathPattern, contentPattern, attention, summarizer}``. Rules
+are tried in order and the first whose ``toolPattern`` is found in the tool name, whose
+``pathPattern`` (optional) is found in the output's path and whose ``contentPattern``
+(optional) is found in the output wins. Patterns are RE2 regular expressions: matching is
+linear in the input, so no pattern — ``(a+)+$`` included — can hang the server on a large
+output. Constructs RE2 cannot run in linear time (backreferences, lookaround) do not compile,
+and such a rule stops startup with a message naming it; rules that can match the same output
+are reported as a warning naming both (rule_overlaps.py).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,15 +26,19 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gql_memory.config import MAX_RULE_PATTERN_CHARS, Settings, read_config_file
 from gql_memory.errors import ConfigurationError
+from gql_memory.memory.rule_overlaps import find_overlaps
 from gql_memory.memory.summarizers import SUMMARIZERS
 
-# The seed's three rules (ADR-004), in RE2 syntax. "Read + spec.md" matches an output with a
-# line ending in spec.md (e.g. the path header of a Read); "Grep + error" is case-insensitive.
+log = logging.getLogger(__name__)
+
+# The seed's three rules (ADR-004), in RE2 syntax. "Read + spec.md" is the seed's
+# `filePath.endsWith('spec.md')`: it looks at the path that was read, not at the file's lines;
+# "Grep + error" is case-insensitive.
 DEFAULT_RULES: tuple[dict[str, Any], ...] = (
     {
         "id": "read-spec",
         "toolPattern": "^Read",
-        "contentPattern": r"(?m)spec\.md$",
+        "pathPattern": r"spec\.md$",
         "attention": 0.9,
         "summarizer": "firstLast500",
     },
@@ -62,6 +69,9 @@ class RuleSpec(BaseModel):
 
     id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
     tool_pattern: str = Field(alias="toolPattern", min_length=1, max_length=MAX_RULE_PATTERN_CHARS)
+    path_pattern: str | None = Field(
+        default=None, alias="pathPattern", max_length=MAX_RULE_PATTERN_CHARS
+    )
     content_pattern: str | None = Field(
         default=None, alias="contentPattern", max_length=MAX_RULE_PATTERN_CHARS
     )
@@ -80,12 +90,38 @@ class ExtractionRule:
     summarizer: str
     tool_regex: Any = field(repr=False, compare=False)  # re2._Regexp (no type stubs)
     content_regex: Any | None = field(repr=False, compare=False)
+    path_pattern: str | None = None
+    path_regex: Any | None = field(default=None, repr=False, compare=False)
 
-    def matches(self, tool_name: str, output: str) -> bool:
-        """Tool pattern found in the tool name and content pattern (if any) in the output."""
+    def matches(self, tool_name: str, output: str, path: str | None = None) -> bool:
+        """Tool pattern found in the tool name, path pattern (if any) in the output's path
+        (a rule with a path pattern never matches an output without a path) and content
+        pattern (if any) in the output."""
         if self.tool_regex.search(tool_name) is None:
             return False
+        if self.path_regex is not None and (path is None or not self.path_regex.search(path)):
+            return False
         return self.content_regex is None or self.content_regex.search(output) is not None
+
+
+# Where tools put the path they read: Claude Code's Read/Edit/Write send ``file_path``.
+PATH_METADATA_KEYS = ("file_path", "filePath", "path")
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: a longer first line is not a path header
+
+
+def output_path(output: str, metadata: dict[str, Any] | None = None) -> str | None:
+    """The path a tool output came from: the metadata's ``file_path`` (or ``filePath``,
+    ``path``) when given, else the output's first line when it is a bare path (one word, as
+    the path header a Read prints), else None."""
+    for key in PATH_METADATA_KEYS:
+        value = (metadata or {}).get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    first_line, newline, _ = output[:MAX_PATH_CHARS].lstrip().partition("\n")
+    if not newline and len(output) > MAX_PATH_CHARS:
+        return None  # the first line runs past the bound
+    words = first_line.split()
+    return words[0] if len(words) == 1 else None
 
 
 def _label(raw: Any, position: int) -> str:
@@ -131,6 +167,10 @@ def compile_rule(raw: Any, position: int) -> ExtractionRule:
         attention=spec.attention,
         summarizer=spec.summarizer,
         tool_regex=_compile(label, "toolPattern", spec.tool_pattern),
+        path_pattern=spec.path_pattern,
+        path_regex=(
+            _compile(label, "pathPattern", spec.path_pattern) if spec.path_pattern else None
+        ),
         content_regex=(
             _compile(label, "contentPattern", spec.content_pattern)
             if spec.content_pattern
@@ -151,6 +191,8 @@ def compile_rules(raw_rules: Sequence[Any]) -> tuple[ExtractionRule, ...]:
             raise ConfigurationError(f"extraction rule {rule.id!r}: the id is used twice")
         seen.add(rule.id)
         rules.append(rule)
+    for overlap in find_overlaps(rules):
+        log.warning("%s", overlap)
     return tuple(rules)
 
 
@@ -180,7 +222,7 @@ def load_rule_file(path: Path) -> tuple[ExtractionRule, ...]:
 
 
 def first_match(
-    rules: Sequence[ExtractionRule], tool_name: str, output: str
+    rules: Sequence[ExtractionRule], tool_name: str, output: str, path: str | None = None
 ) -> ExtractionRule | None:
     """The first rule (in priority order) that matches, or None."""
-    return next((rule for rule in rules if rule.matches(tool_name, output)), None)
+    return next((rule for rule in rules if rule.matches(tool_name, output, path)), None)

@@ -75,7 +75,7 @@ async def test_an_almost_all_secret_output_is_refused_politely(api: LiveServer) 
     key = "\n".join(
         ["-----BEGIN PRIVATE KEY-----", *["QUJD" * 16] * 20, "-----END PRIVATE KEY-----"]
     )
-    result = await ingest(api, toolName="Read", output=key + "\nspec.md")
+    result = await ingest(api, toolName="Read", output=key, metadata={"file_path": "spec.md"})
     assert result["stored"] is False and result["ruleId"] == "read-spec"
     assert "nothing was stored" in result["reason"] and result["workingMemory"] is None
     assert (await api.data("{ workingMemory { id } }"))["workingMemory"] == []

@@ -1,10 +1,14 @@
-"""The MCP tools over real stdio: listed with described inputs, backed by the service layer,
-domain errors returned as tool errors the model can read."""
+"""The MCP tools over real stdio: listed with described and bounded inputs, backed by the
+service layer, returning the seeds' shapes, failures returned as tool errors in the seeds'
+``{"error", "details", "tool"}`` the model can read."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.mcp_server.conftest import call, mcp_client, read, server_parameters
@@ -36,11 +40,31 @@ async def test_the_ten_tools_are_listed_with_described_inputs(mcp: Client) -> No
     assert context.input_schema["required"] == ["query"]
 
 
+async def test_the_input_schemas_state_the_bounds(mcp: Client) -> None:
+    schemas = {t.name: t.input_schema["properties"] for t in (await mcp.list_tools()).tools}
+    working = schemas["update_working_memory"]
+    assert (working["importance"]["minimum"], working["importance"]["maximum"]) == (0.0, 1.0)
+    assert working["content"]["minLength"] == 1 and working["content"]["pattern"] == r"\S"
+    assert working["session_id"]["maxLength"] == 255
+    raw = schemas["store_raw_dialogue"]
+    assert raw["session_id"]["maxLength"] == 255 and raw["speaker"]["maxLength"] == 50
+    assert raw["content"]["minLength"] == 1 and "maxLength" not in raw["content"]  # seed 004
+    assert (
+        schemas["store_episode"]["reward"]["minimum"],
+        schemas["store_episode"]["reward"]["maximum"],
+    ) == (-1.0, 1.0)
+    assert schemas["hybrid_search"]["top_k"]["maximum"] == 100
+    assert schemas["graph_query_neighbors"]["depth"]["maximum"] == 5
+    assert schemas["get_context"]["max_tokens"]["minimum"] == 32
+    assert schemas["compress_to_l2_insight"]["source_ids"]["items"]["minimum"] == 1
+
+
 async def test_an_agent_loop_through_the_tools(mcp: Client) -> None:
     turn = await call(
         mcp, "store_raw_dialogue", session_id="s", speaker="user", content="I moved to Berlin"
     )
-    assert turn["session_id"] == "s" and turn["id"]
+    assert set(turn) == {"id", "timestamp", "session_id", "status"}  # seed 004
+    assert turn["session_id"] == "s" and turn["id"] and turn["status"] == "success"
     added = await call(
         mcp,
         "update_working_memory",
@@ -49,6 +73,7 @@ async def test_an_agent_loop_through_the_tools(mcp: Client) -> None:
         session_id="s",
     )
     assert added["current_count"] == 1 and added["evicted_id"] is None
+    assert added["decayed_ids"] == []
     insight = await call(
         mcp,
         "compress_to_l2_insight",
@@ -108,19 +133,70 @@ async def test_an_agent_loop_through_the_tools(mcp: Client) -> None:
     assert all(i["reason"] and i["tokens"] for s in context["sections"] for i in s["items"])
 
 
-async def test_domain_errors_are_tool_errors_with_the_api_message(mcp: Client) -> None:
-    result = await mcp.call_tool("update_working_memory", {"content": "x", "importance": 1.5})
-    assert result.is_error and "Importance must be <= 1.0" in result.content[0].text  # type: ignore[union-attr]
-    result = await mcp.call_tool(
-        "store_raw_dialogue", {"session_id": "s", "speaker": "u", "content": " "}
-    )
-    assert result.is_error and "content must not be empty" in result.content[0].text  # type: ignore[union-attr]
-    result = await mcp.call_tool("graph_query_neighbors", {"node_name": "nobody"})
-    assert result.is_error and "Node (Entity, nobody) not found" in result.content[0].text  # type: ignore[union-attr]
-    result = await mcp.call_tool("get_context", {"query": "q", "max_tokens": 5})
-    assert result.is_error and "maxTokens must be between 32" in result.content[0].text  # type: ignore[union-attr]
-    result = await mcp.call_tool("hybrid_search", {"query": "q", "layers": ["NOPE"]})
-    assert result.is_error and "layers" in result.content[0].text  # type: ignore[union-attr]
+async def test_an_item_archived_by_decay_is_reported_in_decayed_ids(mcp: Client) -> None:
+    fading = await call(mcp, "update_working_memory", content="trivia", importance=0.0)
+    kept = await call(mcp, "update_working_memory", content="keep", importance=0.9)
+    assert kept["decayed_ids"] == [fading["added_id"]]
+    assert kept["evicted_id"] is None and kept["current_count"] == 1
+    [archived] = await read(mcp, "memory://stale-memory")
+    assert archived["original_id"] == fading["added_id"]
+    assert archived["reason"] == "DECAY_EVICTION"
+
+
+async def tool_error(mcp: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A failed call's ``{"error", "details", "tool"}``, as text and as structured content."""
+    result = await mcp.call_tool(tool, arguments)
+    assert result.is_error
+    [content] = result.content
+    body = json.loads(content.text)  # type: ignore[union-attr]
+    assert set(body) == {"error", "details", "tool"} and body["tool"] == tool
+    assert result.structured_content == body
+    return body  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "error", "details"),
+    [
+        (
+            "update_working_memory",
+            {"content": "x", "importance": 1.5},
+            "Invalid parameters",
+            "Importance must be <= 1.0",
+        ),
+        (
+            "store_raw_dialogue",
+            {"session_id": "s", "speaker": "u", "content": " "},
+            "Invalid parameters",
+            "content must not be empty",
+        ),
+        (
+            "graph_query_neighbors",
+            {"node_name": "nobody"},
+            "Not found",
+            "Node (Entity, nobody) not found",
+        ),
+        (
+            "get_context",
+            {"query": "q", "max_tokens": 5},
+            "Invalid parameters",
+            "maxTokens must be between 32",
+        ),
+        (
+            "hybrid_search",
+            {"query": "q", "layers": ["NOPE"]},
+            "Invalid parameters",
+            "layers.0: Input should be 'INSIGHT', 'EPISODE' or 'RAW'",
+        ),
+        ("store_episode", {"query": "q"}, "Invalid parameters", "reward: Field required"),
+        ("forget_everything", {}, "Unknown tool", "Unknown tool: forget_everything"),
+    ],
+)
+async def test_failures_are_tool_errors_in_the_seeds_shape(
+    mcp: Client, tool: str, arguments: dict[str, Any], error: str, details: str
+) -> None:
+    body = await tool_error(mcp, tool, **arguments)
+    assert body["error"] == error
+    assert details in body["details"]
 
 
 async def test_without_database_url_it_serves_the_embedded_database(tmp_path: Path) -> None:
@@ -131,3 +207,32 @@ async def test_without_database_url_it_serves_the_embedded_database(tmp_path: Pa
         [item] = await read(client, "memory://working-memory")
         assert item["content"] == "remember me"
     assert (tmp_path / "data" / "pgdata" / "PG_VERSION").is_file()
+
+
+async def test_facts_are_superseded_and_read_as_of_over_mcp(mcp: Client) -> None:
+    paris = await call(mcp, "compress_to_l2_insight", content="The user lives in Paris today")
+    assert paris["valid_to"] is None and paris["supersedes"] == []
+    berlin = await call(
+        mcp,
+        "compress_to_l2_insight",
+        content="The user moved to Berlin today",
+        supersedes=[paris["id"]],
+    )
+    assert berlin["supersedes"] == [paris["id"]]
+    assert isinstance(berlin["possibly_contradicts"], list)
+    now = await call(mcp, "hybrid_search", query="where does the user live today", top_k=5)
+    assert paris["id"] not in [h["id"] for h in now["hits"]]
+    then = await call(
+        mcp,
+        "hybrid_search",
+        query="where does the user live today",
+        top_k=5,
+        as_of=paris["valid_from"],
+    )
+    [hit] = then["hits"]
+    assert hit["id"] == paris["id"] and hit["superseded_by"] == berlin["id"]
+    again = await mcp.call_tool(
+        "compress_to_l2_insight", {"content": "The user moved to Rome", "supersedes": [paris["id"]]}
+    )
+    assert again.is_error
+    assert json.loads(again.content[0].text)["error"] == "Invalid parameters"  # type: ignore[union-attr]

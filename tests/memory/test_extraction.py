@@ -169,7 +169,9 @@ async def test_secrets_are_redacted_before_they_reach_the_database(memory: Memor
 
 async def test_a_summary_more_than_90_percent_redacted_is_not_stored(memory: Memory) -> None:
     key = next(s for s in SECRETS if s.family == "pem_private_key")
-    result = await memory.extraction.ingest("Read", key.text.replace("$ ", "") + "\nspec.md")
+    result = await memory.extraction.ingest(
+        "Read", key.text.replace("$ ", ""), metadata={"file_path": "docs/spec.md"}
+    )
     assert not result.stored and result.rule_id == "read-spec" and result.redaction_applied
     assert "redacted (more than 90%): nothing was stored" in result.reason
     assert result.provenance is not None
@@ -189,7 +191,7 @@ async def test_nothing_secret_reaches_a_log_line(
     # captured too: what reaches the database must be redacted as well.
     caplog.set_level(logging.INFO, logger="sqlalchemy.engine")
     stored = await memory.extraction.ingest("Bash", output, metadata={"k": SECRETS[0].text})
-    too_secret = await memory.extraction.ingest("Read", key.text + "\nspec.md")
+    too_secret = await memory.extraction.ingest("Read", key.text, metadata={"file_path": "spec.md"})
     unmatched = await memory.extraction.ingest("Tool " + SECRETS[0].text, output)
     assert stored.stored and not too_secret.stored and not unmatched.stored
     assert SECRETS[0].secrets[0] not in unmatched.reason
@@ -266,3 +268,16 @@ async def test_a_rule_with_a_random_tail_matches_in_a_megabyte(memory: Memory) -
     started = time.perf_counter()
     result = await memory.extraction.ingest("Grep", output)
     assert result.stored and time.perf_counter() - started < 2.0
+
+
+async def test_extraction_switched_off_stores_nothing(memory: Memory) -> None:
+    """ADR-004's rollback switch (GQL_MEMORY_EXTRACTION=false): working-memory inserts stop,
+    and the reply says why."""
+    off = Memory(memory.db, memory.settings.with_overrides(extraction=False))
+    result = await off.extraction.ingest("Read", spec_file(), "s1")
+    assert not result.stored and "switched off" in result.reason
+    assert result.working_memory is None and result.rule_id is None
+    assert await rows(memory, "working_memory") == []
+    with pytest.raises(ValidationError):  # input is still validated
+        await off.extraction.ingest("Read", "   ", "s1")
+    assert (await memory.extraction.ingest("Read", spec_file(), "s1")).stored

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,15 @@ from gql_memory.app import create_app
 from gql_memory.cli import app as cli
 from gql_memory.config import Settings
 from gql_memory.errors import ConfigurationError
-from gql_memory.memory.rules import compile_rules, first_match, rules_for
-from gql_memory.store import MemoryStore
+from gql_memory.memory.rule_overlaps import find_overlaps
+from gql_memory.memory.rules import (
+    DEFAULT_RULES,
+    compile_rules,
+    first_match,
+    output_path,
+    rules_for,
+)
+from gql_memory.store import AsyncMemoryStore
 
 
 def rule(rule_id: str, tool: str, content: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -36,11 +44,93 @@ def test_the_seeds_three_rules_are_the_defaults() -> None:
         ("grep-error", 0.8, "matchCountSummary"),
         ("bash-git-commit", 0.7, "stdoutSummary"),
     ]
-    assert first_match(rules, "Read", "# docs/spec.md\n...\n/repo/docs/spec.md").id == "read-spec"
+    spec = first_match(rules, "Read", "# Spec\n...", output_path("...", {"file_path": "a/spec.md"}))
+    assert spec is not None and spec.id == "read-spec"
     assert first_match(rules, "Grep", "a.py:1: ERROR boom").id == "grep-error"
     assert first_match(rules, "Bash", "$ git commit -m x").id == "bash-git-commit"
     assert first_match(rules, "Bash", "$ ls") is None
     assert first_match(rules, "Write", "spec.md") is None
+
+
+@pytest.mark.parametrize(
+    ("output", "metadata", "matches"),
+    [
+        ("# Title\n...", {"file_path": "/repo/docs/spec.md"}, True),
+        ("# Title\n...", {"path": "docs/tech-spec.md"}, True),
+        ("/repo/docs/spec.md\n# Title\n...", None, True),  # a path header
+        ("# Title\nsee spec.md\n/repo/docs/spec.md", None, False),  # lines, not the path
+        ("spec.md is where the rules live\n...", None, False),
+        ("# Title\n...", {"file_path": "/repo/docs/spec.md.bak"}, False),
+        ("/repo/spec.md\n...", {"file_path": "/repo/README.md"}, False),  # metadata wins
+    ],
+)
+def test_the_read_rule_matches_the_path_that_ends_in_spec_md_not_any_line(
+    output: str, metadata: dict[str, Any] | None, matches: bool
+) -> None:
+    rules = rules_for(Settings())
+    found = first_match(rules, "Read", output, output_path(output, metadata))
+    assert (found is not None and found.id == "read-spec") is matches
+
+
+def test_a_rule_with_a_path_pattern_never_matches_an_output_without_a_path() -> None:
+    (compiled,) = compile_rules([rule("docs", "^Read", pathPattern="^docs/")])
+    assert compiled.matches("Read", "text", "docs/a.md")
+    assert not compiled.matches("Read", "text", "src/a.py")
+    assert not compiled.matches("Read", "docs/a.md is mentioned here", None)
+
+
+def test_overlapping_rules_are_a_warning_that_names_both(caplog: pytest.LogCaptureFixture) -> None:
+    broad = rule("any-bash", "^Bash", attention=0.3)
+    tests = rule("pytest-runs", "^Bash$", "pytest|FAILED", attention=0.9)
+    reads = rule("reads", "^Read", attention=0.4)
+    with caplog.at_level(logging.WARNING, logger="gql_memory.memory.rules"):
+        rules_for(Settings(extraction_rules=[broad, tests, reads]))  # what startup calls
+    [warning] = caplog.records
+    assert warning.levelno == logging.WARNING
+    assert "'any-bash' and 'pytest-runs' overlap" in warning.getMessage()
+    assert "tool 'Bash' with output 'pytest'" in warning.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "example"),
+    [
+        (
+            rule("md", "^Read", pathPattern=r"\.md$"),
+            rule("docs", "(?i)read", pathPattern="docs/"),
+            "docs/.md",
+        ),
+        (rule("err", "Grep", "(?i)error"), rule("warn", "^Grep$", "ERROR|WARN"), "ERROR"),
+        (rule("mcp", "(?i)^mcp__"), rule("gh", "^mcp__github", "issue"), "issue"),
+    ],
+)
+def test_an_overlap_comes_with_an_example_both_rules_match(
+    first: dict[str, Any], second: dict[str, Any], example: str
+) -> None:
+    [overlap] = find_overlaps(compile_rules([first, second]))
+    assert (overlap.first, overlap.second) == (first["id"], second["id"])
+    assert example in str(overlap)
+    a, b = compile_rules([first, second])
+    assert a.matches(overlap.tool_name, overlap.output or "", overlap.path)
+    assert b.matches(overlap.tool_name, overlap.output or "", overlap.path)
+
+
+def test_the_default_rules_do_not_overlap(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        compile_rules(list(DEFAULT_RULES))
+    assert find_overlaps(rules_for(Settings())) == []
+    assert caplog.records == []
+
+
+def test_rules_that_cannot_match_the_same_output_are_no_overlap() -> None:
+    rules = compile_rules(
+        [
+            rule("bash", "^Bash"),
+            rule("read", "^Read"),
+            rule("grep-a", "^Grep", "^a"),
+            rule("grep-b", "^Grep", "^b"),
+        ]
+    )
+    assert find_overlaps(rules) == []
 
 
 def test_first_matching_rule_wins() -> None:
@@ -188,6 +278,6 @@ async def test_server_startup_aborts_on_a_bad_rule() -> None:
 
 async def test_library_connect_aborts_on_a_bad_rule_before_touching_the_database() -> None:
     settings = Settings(extraction_rules=[rule("broken", "^Read", attention=-0.1)])
-    store = MemoryStore("postgresql://nobody@127.0.0.1:1/none", settings=settings)
+    store = AsyncMemoryStore("postgresql://nobody@127.0.0.1:1/none", settings=settings)
     with pytest.raises(ConfigurationError, match="extraction rule 'broken'"):
         await store.connect()
