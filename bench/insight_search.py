@@ -19,7 +19,7 @@ from sqlalchemy import text
 from bench.common import embedded_memory, percentile
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.memory import Memory
-from gql_memory.memory.insights import SEARCH_SQL, InsightInput
+from gql_memory.memory.insights import InsightInput, search_sql
 from gql_memory.memory.vectors import vector_literal
 
 SIZES = [int(s) for s in os.environ.get("BENCH_INSIGHT_SIZES", "10000,100000").split(",")]
@@ -80,18 +80,19 @@ async def measure(memory: Memory, rng: random.Random) -> dict[str, float]:
         latencies.append((time.perf_counter() - started) * 1000)
     # recall@5 of the HNSW index against an exact scan, on 50 queries
     embedder = HashEmbedder(384)
+    search_now = search_sql(None)  # the insights valid now, as insightSearch runs it
     hits = total = 0
     for q in queries[:50]:
         vector = vector_literal(embedder.embed_one(q))
         params = {"q": vector, "ns": "default", "k": 5}
         async with memory.db.read() as conn:
-            approx = set((await conn.execute(text(SEARCH_SQL), params)).scalars())
+            approx = set((await conn.execute(text(search_now), params)).scalars())
             await conn.execute(text("SET LOCAL enable_indexscan = off"))
-            exact = set((await conn.execute(text(SEARCH_SQL), params)).scalars())
+            exact = set((await conn.execute(text(search_now), params)).scalars())
         hits += len(approx & exact)
         total += len(exact)
     async with memory.db.read() as conn:
-        plan = "\n".join((await conn.execute(text("EXPLAIN " + SEARCH_SQL), params)).scalars())
+        plan = "\n".join((await conn.execute(text("EXPLAIN " + search_now), params)).scalars())
     return {
         "p50": percentile(latencies, 50),
         "p95": percentile(latencies, 95),

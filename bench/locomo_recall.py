@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench.common import percentile
-from gql_memory import MemoryStore, RawDialogueInput
+from gql_memory import AsyncMemoryStore, RawDialogueInput
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
 from gql_memory.embeddings.once import EmbedOnce
@@ -83,6 +83,96 @@ SELECT r.id FROM raw_dialogue r,
 WHERE r.namespace = :ns AND r.content_tsv @@ k.q
 ORDER BY ts_rank(r.content_tsv, k.q) DESC, r.id LIMIT :n
 """
+
+
+MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+# An explicit date in a question: "on May 3, 2023", "on 1 May, 2022", "in March 2023".
+DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}}) ({'|'.join(MONTHS)}),? (\d{{4}})\b", re.I)
+MONTH_DAY_YEAR = re.compile(rf"\b({'|'.join(MONTHS)}) (\d{{1,2}}),? (\d{{4}})\b", re.I)
+MONTH_YEAR = re.compile(rf"\b({'|'.join(MONTHS)}),? (\d{{4}})\b", re.I)
+# Turns about an event come from the sessions after it too ("last week I ..."): the period
+# a dated question is limited to runs this long past the date it names.
+MENTION_WINDOW = timedelta(days=14)
+DATED = "hybrid, limited to the question's date (since/until)"
+
+
+AGENT_SESSION = "agent"
+RECENT_HITS = 3  # what the simulated agent keeps in working memory: the last question's best
+
+
+class BoostSafety:
+    """ADR-001/002's gates for the boosts: the ranking with a working memory against the same
+    search without one (Spearman rank correlation of the top 50) and the MRR of the first
+    evidence turn with and without. The working memory is what an agent would hold: the best
+    hits of the conversation's previous question, as references (session and causal boosts)."""
+
+    def __init__(self) -> None:
+        self.correlations: list[float] = []
+        self.reciprocal: dict[str, list[float]] = {"without": [], "with": []}
+
+    def add(self, evidence: set[str], plain: list[str | None], boosted: list[str | None]) -> None:
+        self.correlations.append(spearman(plain, boosted))
+        for name, ranked in (("without", plain), ("with", boosted)):
+            first = next((i for i, d in enumerate(ranked, 1) if d in evidence), None)
+            self.reciprocal[name].append(1 / first if first else 0.0)
+
+    def lines(self) -> list[str]:
+        if not self.correlations:
+            return []
+        mrr = {k: sum(v) / len(v) for k, v in self.reciprocal.items()}
+        rho = sum(self.correlations) / len(self.correlations)
+        return [
+            "",
+            f"Boost safety (ADR-001/002 gates, issue 13): {len(self.correlations)} questions, "
+            f"each searched with a working memory holding the previous question's best "
+            f"{RECENT_HITS} hits as references, and without one.",
+            "",
+            "| measure | value | gate | met |",
+            "| --- | --- | --- | --- |",
+            f"| Spearman rank correlation of the top 50, mean | {rho:.3f} | >= 0.90 | "
+            f"{'yes' if rho >= 0.90 else 'no'} |",
+            f"| MRR without boosts | {mrr['without']:.3f} | | |",
+            f"| MRR with boosts | {mrr['with']:.3f} ({mrr['with'] / mrr['without']:.3f}x) | "
+            f">= 0.95x | {'yes' if mrr['with'] >= 0.95 * mrr['without'] else 'no'} |",
+        ]
+
+
+def spearman(a: list[Any], b: list[Any]) -> float:
+    """Rank correlation of two rankings over the items of either; an item missing from one
+    ranks after all of that one's items."""
+    items = list(dict.fromkeys([*a, *b]))
+    if len(items) < 2:
+        return 1.0
+    rank_a = {x: i for i, x in enumerate(a)}
+    rank_b = {x: i for i, x in enumerate(b)}
+    xs = [rank_a.get(x, len(a)) for x in items]
+    ys = [rank_b.get(x, len(b)) for x in items]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    cov = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    var_x = sum((x - mean_x) ** 2 for x in xs)
+    var_y = sum((y - mean_y) ** 2 for y in ys)
+    return cov / (var_x * var_y) ** 0.5 if var_x and var_y else 1.0
+
+
+def question_period(question: str) -> tuple[datetime, datetime] | None:
+    """The period a question names explicitly (a day or a month of a year), widened by
+    MENTION_WINDOW; None when it names none (most do not: "When did ...?")."""
+    if match := DAY_MONTH_YEAR.search(question):
+        day, month, year = int(match[1]), MONTHS.index(match[2].lower()) + 1, int(match[3])
+        start = datetime(year, month, day, tzinfo=UTC)
+        return start, start + timedelta(days=1) + MENTION_WINDOW
+    if match := MONTH_DAY_YEAR.search(question):
+        month, day, year = MONTHS.index(match[1].lower()) + 1, int(match[2]), int(match[3])
+        start = datetime(year, month, day, tzinfo=UTC)
+        return start, start + timedelta(days=1) + MENTION_WINDOW
+    if match := MONTH_YEAR.search(question):
+        month, year = MONTHS.index(match[1].lower()) + 1, int(match[2])
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        return start, end + MENTION_WINDOW
+    return None
 
 
 def session_time(value: str) -> datetime | None:
@@ -159,11 +249,12 @@ class Recall:
 async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]:
     samples = json.loads(path.read_text())
     recall = Recall()
+    safety = BoostSafety()
     latencies: list[float] = []
     ingest_turns, ingest_seconds = 0, 0.0
     questions = 0
     with tempfile.TemporaryDirectory() as tmp:
-        async with MemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root:
+        async with AsyncMemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root:
             db = root.memory.db
             embedder = EmbedOnce(root.memory.embedder)
             plain_settings = settings.with_overrides(embed_raw_context=False)
@@ -217,6 +308,23 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         if name == HYBRID:
                             latencies.append(time.perf_counter() - started)
                         recall.add(name, category, evidence, [by_raw_id.get(h.id) for h in hits])
+                        if name == HYBRID:
+                            await check_boosts(
+                                memory, qa["question"], evidence, hits, by_raw_id, safety
+                            )
+                        if name == HYBRID and (period := question_period(qa["question"])):
+                            ranked = [by_raw_id.get(h.id) for h in hits]
+                            recall.add(HYBRID, "dated", evidence, ranked)
+                            dated = await memory.search(
+                                qa["question"],
+                                top_k=max(KS),
+                                session_id=None,
+                                layers=["RAW"],
+                                since=period[0],
+                                until=period[1],
+                            )
+                            ranked = [by_raw_id.get(h.id) for h in dated]
+                            recall.add(DATED, "dated", evidence, ranked)
                     if reference:
                         ranked = await reference_search(
                             db, settings, embedder, namespace + "-plain", qa["question"]
@@ -224,9 +332,31 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         recall.add(
                             REFERENCE, category, evidence, [plain_ids.get(i) for i in ranked]
                         )
-    return report(
+    lines = report(
         recall, settings, len(samples), questions, latencies, ingest_turns, ingest_seconds
     )
+    return [*lines[:-1], *safety.lines(), ""]
+
+
+async def check_boosts(
+    memory: Memory,
+    question: str,
+    evidence: set[str],
+    hits: list[Any],
+    by_raw_id: dict[int, str],
+    safety: BoostSafety,
+) -> None:
+    """Search again with the agent's working memory, then let it remember this question's
+    best hits for the next one."""
+    boosted = await memory.search(question, top_k=max(KS), session_id=AGENT_SESSION, layers=["RAW"])
+    safety.add(
+        evidence, [by_raw_id.get(h.id) for h in hits], [by_raw_id.get(h.id) for h in boosted]
+    )
+    await memory.working.clear(AGENT_SESSION)
+    for hit in hits[:RECENT_HITS]:
+        await memory.working.add(
+            hit.content[:500], 0.7, session_id=AGENT_SESSION, ref_kind="RAW", ref_id=hit.id
+        )
 
 
 async def reference_search(
@@ -296,6 +426,21 @@ def report(
     for mode in modes:
         row = " | ".join(f"{recall.mean(mode, (c, 10)):.1f}" for c in CATEGORIES.values())
         lines.append(f"| {mode} | {row} |")
+    dated = len(recall.values[DATED][("dated", 10)])
+    if dated:
+        lines += [
+            "",
+            f"Time in questions (issue 14): {dated} questions name a date (a day or a month of "
+            "a year). Limiting the search to it (turns from that date to "
+            f"{MENTION_WINDOW.days} days after, by their timestamp, i.e. their session's "
+            "date) on those questions:",
+            "",
+            "| mode | R@5 | R@10 | R@25 | R@50 |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for mode in (HYBRID, DATED):
+            row = " | ".join(f"{recall.mean(mode, ('dated', k)):.1f}" for k in KS)
+            lines.append(f"| {mode} | {row} |")
     lines += [
         "",
         "Reference (paper, DRAGON dense retriever, all 10 conversations incl. adversarial): "

@@ -67,6 +67,9 @@ RANDOM_TOKEN_SAMPLE_CHARS = 256
 TSV_MAX_CHARS = 200_000
 # Search questions (and episode queries) longer than this are refused: a query, not a document.
 MAX_QUERY_CHARS = 10_000
+# memory://l0-raw refuses a date_range spanning more days than a (leap) year (seed 003's size
+# limit "date ranges <= 1 year").
+MAX_DATE_RANGE_DAYS = 366
 
 # --- live events (SPEC §4 subscriptions, §6 scale-out) ----------------------------------------
 # Every committed write publishes small events with NOTIFY on this one channel; the namespace
@@ -194,6 +197,11 @@ class Settings(BaseSettings):
     )
 
     # event-based decay (ADR-003): attention = base * decay_rate^eventsElapsed + mentions * boost
+    decay: bool = Field(
+        default=True,
+        description="ADR-003's rollback switch: off, attention never decays (base + mentions) "
+        "and nothing is evicted by decay; only capacity (LRU) evicts.",
+    )
     decay_rate: float = Field(
         default=0.85, gt=0.0, le=1.0, description="Attention kept per session event."
     )
@@ -237,11 +245,26 @@ class Settings(BaseSettings):
         le=100,
         description="How many of the best fused hits lend to their graph neighbours.",
     )
+    contradiction_similarity: float = Field(
+        default=0.85,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity from which a valid insight is listed as one a new "
+        "insight possiblyContradicts (a hint only; nothing is superseded automatically).",
+    )
     graph_propagation_fanout: int = Field(
         default=50,
         ge=1,
         le=1000,
         description="Edges followed per node and direction when lending (bounds hub nodes).",
+    )
+    session_boost: bool = Field(
+        default=True,
+        description="ADR-002's rollback switch: off, search applies no sessionBoost.",
+    )
+    causal_boost: bool = Field(
+        default=True,
+        description="ADR-002's rollback switch: off, search applies no causalBoost.",
     )
     session_boost_factor: float = Field(
         default=0.15, ge=0.0, description="sessionBoost = this x attention of the referring item."
@@ -294,6 +317,32 @@ class Settings(BaseSettings):
         ge=1024,
         description="Longest GraphQL document (the query text, not its variables); larger "
         "values belong in variables.",
+    )
+    max_batch: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Most operations in one batched POST (a JSON array); a longer batch is "
+        "refused whole with BATCH_TOO_LARGE. Each operation counts against the cost and rate "
+        "limits as if sent alone.",
+    )
+    trusted_documents: Path | None = Field(
+        default=None,
+        description="Manifest of trusted documents: a JSON object mapping the SHA-256 hex "
+        "digest of each document's text to the text (GraphQL Code Generator's persisted "
+        'documents file); requests may then send `documentId: "sha256:<hex>"`.',
+    )
+    trusted_documents_only: bool = Field(
+        default=False,
+        description="Serve only the documents of the trusted manifest: anything else is "
+        "refused with PERSISTED_QUERY_REQUIRED, and APQ registration too.",
+    )
+    apq_cache_size: int = Field(
+        default=1000,
+        ge=0,
+        le=1_000_000,
+        description="Automatic persisted queries kept per namespace and server process "
+        "(least recently used dropped first; 0: APQ off).",
     )
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=2000, ge=10)
@@ -459,9 +508,15 @@ class Settings(BaseSettings):
     )
 
     # --- extraction pipeline (SPEC §3.8; seed 002 ADR-004/005/006) -------------------------
+    extraction: bool = Field(
+        default=True,
+        description="ADR-004's rollback switch: off, ingested tool outputs are not stored "
+        "(the reply says so); rules are still validated at startup.",
+    )
     extraction_rules: list[Any] | None = Field(
         default=None,
-        description="Extraction rules {id, toolPattern, contentPattern, attention, summarizer} "
+        description="Extraction rules {id, toolPattern, pathPattern, contentPattern, attention, "
+        "summarizer} "
         "in priority order (first match wins); unset = the built-in defaults "
         "(gql_memory.memory.rules.DEFAULT_RULES). Validated at startup.",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import strawberry
@@ -135,6 +136,15 @@ class ContextQueries:
         include: Annotated[
             list[ContextSectionKind], strawberry.argument(description="Sections to include.")
         ] = DEFAULT_INCLUDE,  # noqa: B006 - never mutated
+        as_of: Annotated[
+            datetime | None,
+            strawberry.argument(
+                description="Search, episodes and graph facts as valid at this instant (with a "
+                "timezone, not in the future); working memory stays the session's, as it is now."
+            ),
+        ] = None,
     ) -> AssembledContext:
-        assembled = await info.context.memory.context(query, session_id, max_tokens, include)
+        assembled = await info.context.memory.context(
+            query, session_id, max_tokens, include, as_of=as_of
+        )
         return AssembledContext.from_domain(assembled)

@@ -9,7 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from gql_memory.api.context import Info
-from gql_memory.api.semantic import Episode, Insight
+from gql_memory.api.semantic import AsOfArg, AtArg, Episode, Insight
 from gql_memory.api.types import Connection, RawDialogue, to_connection
 from gql_memory.memory import graph
 from gql_memory.memory.validation import require_page_size
@@ -17,6 +17,7 @@ from gql_memory.memory.validation import require_page_size
 Direction = graph.Direction  # registered with strawberry below
 strawberry.enum(graph.Direction, name="Direction", description="Which edges a traversal follows.")
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Node id.")]
+EdgeIdArg = Annotated[strawberry.ID, strawberry.argument(description="Edge id.")]
 
 
 @strawberry.type(description="A node of the memory graph, unique per (label, name).")
@@ -86,6 +87,18 @@ class Edge:
     weight: float = strawberry.field(description="The edge's weight (default 1.0).")
     properties: JSON | None = strawberry.field(description="Caller-supplied JSON object.")
     created_at: datetime = strawberry.field(description="When the edge was created.")
+    valid_from: datetime = strawberry.field(description="When the relation began to hold.")
+    valid_to: datetime | None = strawberry.field(
+        description="When it stopped holding (superseded or invalidated); null while it holds."
+    )
+    superseded_by: strawberry.ID | None = strawberry.field(
+        description="Id of the edge that superseded this one, if one did."
+    )
+
+    @strawberry.field(description="Ids of the edges this one superseded (batched).")
+    async def supersedes(self, info: Info) -> list[strawberry.ID]:
+        found = await info.context.loaders.edge_supersedes.load(int(self.id))
+        return [strawberry.ID(str(i)) for i in found or []]
 
     @strawberry.field(
         description="The source node (batched); null only if it was deleted meanwhile."
@@ -111,6 +124,11 @@ class Edge:
             weight=edge.weight,
             properties=edge.properties,
             created_at=edge.created_at,
+            valid_from=edge.valid_from or edge.created_at,
+            valid_to=edge.valid_to,
+            superseded_by=None
+            if edge.superseded_by is None
+            else strawberry.ID(str(edge.superseded_by)),
         )
 
 
@@ -222,6 +240,16 @@ class EdgeInput:
     create_missing: bool = strawberry.field(
         default=False, description="Create ends named by (label, name) that do not exist."
     )
+    supersedes: list[strawberry.ID] = strawberry.field(
+        default_factory=list,
+        description="Ids of valid edges this one replaces: they are closed at its validFrom and "
+        "linked to it, in the same transaction, before it is drawn. Nothing is deleted.",
+    )
+    valid_from: datetime | None = strawberry.field(
+        default=None,
+        description="When the relation began to hold, with a timezone (default: now; never "
+        "in the future).",
+    )
 
 
 def _end(node_id: strawberry.ID | None, key: NodeKeyInput | None, field: str) -> graph.NodeRef:
@@ -281,8 +309,11 @@ class GraphQueries:
         direction: Annotated[
             Direction, strawberry.argument(description="OUT, IN or BOTH (default).")
         ] = graph.Direction.BOTH,
+        as_of: AsOfArg = None,
     ) -> list[Neighbor]:
-        found = await info.context.memory.graph.neighbors(node_id, depth, relation, direction)
+        found = await info.context.memory.graph.neighbors(
+            node_id, depth, relation, direction, as_of=as_of
+        )
         records = ConvertedRecords()
         return [Neighbor.from_domain(n, records) for n in found]
 
@@ -293,8 +324,9 @@ class GraphQueries:
         from_id: Annotated[strawberry.ID, strawberry.argument(description="Start node id.")],
         to_id: Annotated[strawberry.ID, strawberry.argument(description="End node id.")],
         max_depth: Annotated[int, strawberry.argument(description="Maximum hops, 1..5.")] = 5,
+        as_of: AsOfArg = None,
     ) -> GraphPath | None:
-        found = await info.context.memory.graph.path(from_id, to_id, max_depth)
+        found = await info.context.memory.graph.path(from_id, to_id, max_depth, as_of=as_of)
         return GraphPath.from_domain(found) if found else None
 
 
@@ -314,7 +346,10 @@ class GraphMutations:
         )
         return Node.from_domain(node)
 
-    @strawberry.mutation(description="Connect two nodes; self-loops are rejected.")
+    @strawberry.mutation(
+        description="Connect two nodes; self-loops are rejected. The edges it supersedes are "
+        "closed atomically."
+    )
     async def add_edge(
         self, info: Info, input: Annotated[EdgeInput, strawberry.argument(description="The edge.")]
     ) -> Edge:
@@ -325,8 +360,17 @@ class GraphMutations:
             input.weight,
             input.properties,
             create_missing=input.create_missing,
+            supersedes=list(input.supersedes),
+            valid_from=input.valid_from,
         )
         return Edge.from_domain(edge)
+
+    @strawberry.mutation(
+        description="Close an edge that no longer holds, with no successor (validTo = at). "
+        "Nothing is deleted; traversals of now stop following it."
+    )
+    async def invalidate_edge(self, info: Info, id: EdgeIdArg, at: AtArg = None) -> Edge:
+        return Edge.from_domain(await info.context.memory.graph.invalidate_edge(id, at))
 
     @strawberry.mutation(description="Delete a node and its edges; false when there was none.")
     async def delete_node(self, info: Info, id: IdArg) -> bool:

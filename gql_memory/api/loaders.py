@@ -49,3 +49,4 @@ class Loaders:
         self.episode_embedding = _loader(memory.episodes.embeddings)
         self.node = _loader(memory.graph.get_nodes)
         self.node_edges = _edges_loader(memory)
+        self.edge_supersedes = _loader(memory.graph.edge_supersedes)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import strawberry
 
 from gql_memory.api.context import Info
-from gql_memory.api.semantic import Episode, Insight
+from gql_memory.api.semantic import AsOfArg, Episode, Insight
 from gql_memory.api.types import RawDialogue
 from gql_memory.memory import search
 
@@ -95,6 +96,20 @@ class SearchHit:
     final_score: float = strawberry.field(
         description="(fusedScore + graphBoost) x (1 + boost); hits sort by it."
     )
+    valid_from: datetime | None = strawberry.field(
+        description="When the insight or episode began to hold (null for raw turns)."
+    )
+    valid_to: datetime | None = strawberry.field(
+        description="When it stopped holding. Only a search with asOf before that instant "
+        "returns such a hit: a search of now filters it out (see filteredNow)."
+    )
+    superseded_by: strawberry.ID | None = strawberry.field(
+        description="The fact that superseded this hit, if one did."
+    )
+    filtered_now: bool = strawberry.field(
+        description="True when a search of now would have filtered this hit out (it was "
+        "superseded or invalidated after asOf)."
+    )
 
     @strawberry.field(description="The insight, when the hit is one (batched).")
     async def insight(self, info: Info) -> Insight | None:
@@ -141,6 +156,12 @@ class SearchHit:
             causal_boost=hit.causal_boost,
             boost=hit.boost,
             final_score=hit.final_score,
+            valid_from=hit.valid_from,
+            valid_to=hit.valid_to,
+            superseded_by=None
+            if hit.superseded_by is None
+            else strawberry.ID(str(hit.superseded_by)),
+            filtered_now=hit.valid_to is not None,
         )
 
 
@@ -172,6 +193,21 @@ class SearchQueries:
             Fusion | None,
             strawberry.argument(description="How to fuse the legs (default: the server's, DBSF)."),
         ] = None,
+        as_of: AsOfArg = None,
+        since: Annotated[
+            datetime | None,
+            strawberry.argument(
+                description="Only what happened or held from this instant on: raw turns whose "
+                "timestamp is at or after it, facts still valid at some point after it."
+            ),
+        ] = None,
+        until: Annotated[
+            datetime | None,
+            strawberry.argument(
+                description="Only what happened or held up to this instant: raw turns whose "
+                "timestamp is at or before it, facts valid from before it."
+            ),
+        ] = None,
     ) -> list[SearchHit]:
         hits = await info.context.memory.search(
             query,
@@ -180,5 +216,8 @@ class SearchQueries:
             layers,
             search.SearchWeights(weights.vector, weights.text) if weights else None,
             fusion,
+            as_of=as_of,
+            since=since,
+            until=until,
         )
         return [SearchHit.from_domain(h) for h in hits]

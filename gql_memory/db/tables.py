@@ -134,6 +134,10 @@ insights = Table(
     Column("metadata", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
+    # time-aware facts (migration 0011): valid in [valid_from, valid_to), NULL = still valid
+    Column("valid_from", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("valid_to", DateTime(timezone=True), nullable=True),
+    Column("superseded_by", BigInteger, nullable=True),
 )
 
 episodes = Table(
@@ -147,6 +151,10 @@ episodes = Table(
     Column("embedding", Vector(), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
+    # time-aware facts (migration 0011): valid in [valid_from, valid_to), NULL = still valid
+    Column("valid_from", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("valid_to", DateTime(timezone=True), nullable=True),
+    Column("superseded_by", BigInteger, nullable=True),
 )
 
 # Graph and decay (migration 0003).
@@ -183,6 +191,10 @@ edges = Table(
     Column("weight", Float, nullable=False, server_default="1.0"),
     Column("properties", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # time-aware facts (migration 0011): valid in [valid_from, valid_to), NULL = still valid
+    Column("valid_from", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("valid_to", DateTime(timezone=True), nullable=True),
+    Column("superseded_by", BigInteger, nullable=True),
 )
 
 # API keys are not memory: they span namespaces (each key is bound to one) and only the

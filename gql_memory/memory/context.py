@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -51,6 +52,7 @@ from gql_memory.memory.packing import (
 from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
 from gql_memory.memory.validation import require_session_id, require_text
+from gql_memory.memory.validity import require_as_of
 from gql_memory.memory.working import WorkingMemory, WorkingMemoryItem
 
 __all__ = ["Context", "ContextAssembler", "Item", "ItemKind", "Section", "SectionKind"]
@@ -81,10 +83,14 @@ touch AS (
     SELECT e.id AS edge_id, seed.* FROM seed
     JOIN edges e ON e.namespace = :ns AND e.source_id = seed.node_id
     WHERE NOT coalesce(e.properties @> '{"auto": true}', false)
+      AND e.valid_from <= coalesce(CAST(:as_of AS timestamptz), now())
+      AND (e.valid_to IS NULL OR e.valid_to > coalesce(CAST(:as_of AS timestamptz), now()))
     UNION ALL
     SELECT e.id, seed.* FROM seed
     JOIN edges e ON e.namespace = :ns AND e.target_id = seed.node_id
     WHERE NOT coalesce(e.properties @> '{"auto": true}', false)
+      AND e.valid_from <= coalesce(CAST(:as_of AS timestamptz), now())
+      AND (e.valid_to IS NULL OR e.valid_to > coalesce(CAST(:as_of AS timestamptz), now()))
 ),
 best AS (SELECT DISTINCT ON (edge_id) * FROM touch ORDER BY edge_id, ord, node_id)
 SELECT e.id, e.relation, e.weight, s.label AS source_label, s.name AS source_name,
@@ -168,9 +174,14 @@ class ContextAssembler:
         session_id: str = "default",
         max_tokens: int = CONTEXT_DEFAULT_MAX_TOKENS,
         include: Sequence[SectionKind | str] = ALL_SECTIONS,
+        *,
+        as_of: datetime | None = None,
     ) -> Context:
-        """The best context for ``query`` in ``session_id`` within ``max_tokens`` tokens."""
+        """The best context for ``query`` in ``session_id`` within ``max_tokens`` tokens.
+        With ``as_of``, search, episodes and graph facts are those valid at that instant
+        (working memory is the session's, as it is now)."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        as_of = require_as_of(as_of)
         session_id = require_session_id(session_id)
         max_tokens = require_max_tokens(max_tokens)
         sections = require_sections(include)
@@ -193,10 +204,10 @@ class ContextAssembler:
                 wants_episodes = False
         items, hits, lessons = await asyncio.gather(
             self._working(session_id) if SectionKind.WORKING in sections else _nothing(),
-            self._search(embedder, query, session_id, sections, vectors)
+            self._search(embedder, query, session_id, sections, vectors, as_of)
             if wants_search
             else _nothing(),
-            self._episodes(embedder, query) if wants_episodes else _nothing(),
+            self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
         )
         offers = []
         referred = {(i.ref_kind.value, i.ref_id) for i in items if i.ref_kind is not None}
@@ -208,7 +219,7 @@ class ContextAssembler:
         if wants_episodes:
             offers.append(self._offer(SectionKind.EPISODES, _episode_candidates(lessons)))
         if SectionKind.GRAPH in sections:
-            facts = await self._facts(hits, lessons)
+            facts = await self._facts(hits, lessons, as_of)
             offers.append(self._offer(SectionKind.GRAPH, facts))
         text_, packed, total_tokens = await self._pack(offers, max_tokens)
         return Context(
@@ -245,20 +256,29 @@ class ContextAssembler:
         session_id: str,
         sections: list[SectionKind],
         vectors: bool,
+        as_of: datetime | None,
     ) -> list[SearchHit]:
         layers = [MemoryLayer.INSIGHT, MemoryLayer.RAW]
         if SectionKind.EPISODES not in sections:  # otherwise episodes have their own section
             layers.append(MemoryLayer.EPISODE)
         search = HybridSearch(self.db, self.settings, self.namespace, embedder)
         weights = None if vectors else SearchWeights(vector=0.0, text=1.0)
-        return await search.search(query, CONTEXT_SEARCH_TOP_K, session_id, layers, weights)
+        return await search.search(
+            query, CONTEXT_SEARCH_TOP_K, session_id, layers, weights, as_of=as_of
+        )
 
-    async def _episodes(self, embedder: EmbeddingProvider, query: str) -> list[EpisodeHit]:
+    async def _episodes(
+        self, embedder: EmbeddingProvider, query: str, as_of: datetime | None
+    ) -> list[EpisodeHit]:
         episodes = Episodes(self.db, self.settings, self.namespace, embedder)
-        hits = await episodes.similar(query, DEFAULT_MIN_SIMILARITY, CONTEXT_EPISODES_TOP_K)
+        hits = await episodes.similar(
+            query, DEFAULT_MIN_SIMILARITY, CONTEXT_EPISODES_TOP_K, as_of=as_of
+        )
         return sorted(hits, key=lambda h: (-h.similarity, h.episode.id))
 
-    async def _facts(self, hits: list[SearchHit], lessons: list[EpisodeHit]) -> list[Candidate]:
+    async def _facts(
+        self, hits: list[SearchHit], lessons: list[EpisodeHit], as_of: datetime | None
+    ) -> list[Candidate]:
         seeds = [(h.layer.value, h.id) for h in hits[:CONTEXT_GRAPH_SEED_HITS]]
         origin = {n: f"search hit #{n}" for n in range(1, len(seeds) + 1)}
         for lesson in lessons:
@@ -276,6 +296,7 @@ class ContextAssembler:
                         "ids": [i for _, i in seeds],
                         "ords": list(range(1, len(seeds) + 1)),
                         "n": CONTEXT_GRAPH_FACTS,
+                        "as_of": as_of,
                     },
                 )
             ).all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,13 @@ from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.validation import require_id, require_text
+from gql_memory.memory.validity import (
+    close_facts,
+    require_as_of,
+    require_instant,
+    require_supersedes,
+    valid_sql,
+)
 from gql_memory.memory.vectors import (
     load_embeddings,
     require_similarity,
@@ -26,7 +33,11 @@ from gql_memory.memory.vectors import (
 
 DEFAULT_MIN_SIMILARITY = 0.70
 DEFAULT_TOP_K = 3
-_COLUMNS = "id, query, reward, reflection, created_at"
+_COLUMNS = (
+    "id, query, reward, reflection, created_at, valid_from, valid_to, superseded_by, "
+    "(SELECT array_agg(p.id ORDER BY p.id) FROM episodes p "
+    "WHERE p.namespace = episodes.namespace AND p.superseded_by = episodes.id) AS supersedes"
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,10 @@ class Episode:
     reward: float
     reflection: str
     created_at: datetime
+    valid_from: datetime | None = None  # when the lesson began to hold
+    valid_to: datetime | None = None  # when a later episode superseded it; None while valid
+    superseded_by: int | None = None
+    supersedes: tuple[int, ...] = ()
 
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Episode:
@@ -48,6 +63,10 @@ class Episode:
             reward=m["reward"],
             reflection=m["reflection"],
             created_at=m["created_at"],
+            valid_from=m["valid_from"],
+            valid_to=m["valid_to"],
+            superseded_by=m["superseded_by"],
+            supersedes=tuple(m["supersedes"] or ()),
         )
 
 
@@ -76,11 +95,23 @@ class Episodes:
         self.namespace = namespace
         self.embedder = embedder
 
-    async def store(self, query: str, reward: float, reflection: str) -> Episode:
-        """Embed the query and store the episode."""
+    async def store(
+        self,
+        query: str,
+        reward: float,
+        reflection: str,
+        *,
+        supersedes: Sequence[int | str] = (),
+        valid_from: datetime | None = None,
+    ) -> Episode:
+        """Embed the query and store the episode; the episodes it ``supersedes`` (an older
+        lesson this one replaces) are closed at its valid_from and linked to it, atomically."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         reward = require_reward(reward)
         reflection = require_text(reflection, "reflection")
+        replaced = require_supersedes(supersedes)
+        if valid_from is not None:
+            valid_from = require_instant(valid_from, "validFrom")
         [vector] = await self.embedder.embed([query], role=TextRole.DOCUMENT)
         async with self.db.write() as conn:
             row = (
@@ -88,15 +119,17 @@ class Episodes:
                     text(
                         f"""
                         INSERT INTO episodes (namespace, query, reward, reflection, embedding,
-                                              created_at, content_tsv)
+                                              created_at, valid_from, content_tsv)
                         VALUES (:ns, :query, :reward, :reflection, CAST(:embedding AS vector),
                                 clock_timestamp(),
+                                coalesce(CAST(:valid_from AS timestamptz), clock_timestamp()),
                                 to_tsvector(CAST(:tsconfig AS regconfig),
                                             left(:query || ' ' || :reflection, :tsv_max)))
                         RETURNING {_COLUMNS}
                         """
                     ),
                     {
+                        "valid_from": valid_from,
                         "ns": self.namespace,
                         "query": query,
                         "reward": reward,
@@ -108,6 +141,11 @@ class Episodes:
                 )
             ).one()
             episode = Episode.from_row(row)
+            if replaced:
+                await close_facts(
+                    conn, "episodes", self.namespace, replaced, episode.valid_from, episode.id
+                )
+                episode = replace(episode, supersedes=tuple(replaced))
             await publish(
                 conn, MemoryEvent(EventKind.EPISODE_STORED, self.namespace, ids=(episode.id,))
             )
@@ -147,11 +185,15 @@ class Episodes:
         query: str,
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
         top_k: int = DEFAULT_TOP_K,
+        *,
+        as_of: datetime | None = None,
     ) -> list[EpisodeHit]:
-        """The top_k nearest episodes (HNSW) whose similarity is at least min_similarity."""
+        """The top_k nearest episodes valid now (HNSW) whose similarity is at least
+        min_similarity."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         min_similarity = require_similarity(min_similarity)
         top_k = require_top_k(top_k)
+        as_of = require_as_of(as_of)
         [vector] = await self.embedder.embed([query], role=TextRole.QUERY)
         async with self.db.read() as conn:
             rows = (
@@ -160,12 +202,17 @@ class Episodes:
                         f"""
                         SELECT {_COLUMNS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity
                         FROM episodes
-                        WHERE namespace = :ns
+                        WHERE namespace = :ns AND {valid_sql("episodes", as_of)}
                         ORDER BY embedding <=> CAST(:q AS vector)
                         LIMIT :k
                         """
                     ),
-                    {"q": vector_literal(vector), "ns": self.namespace, "k": top_k},
+                    {
+                        "q": vector_literal(vector),
+                        "ns": self.namespace,
+                        "k": top_k,
+                        "as_of": as_of,
+                    },
                 )
             ).all()
         hits = [EpisodeHit(Episode.from_row(r), float(r.similarity)) for r in rows]

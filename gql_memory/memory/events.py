@@ -53,6 +53,9 @@ class EventKind(enum.Enum):
     NODE_ADDED = "NODE_ADDED"  # created or updated (addNode is an upsert)
     NODE_DELETED = "NODE_DELETED"
     EDGE_ADDED = "EDGE_ADDED"  # created or updated
+    # a fact closed with no successor (a superseded one is announced by its successor's add)
+    INSIGHT_INVALIDATED = "INSIGHT_INVALIDATED"
+    EDGE_INVALIDATED = "EDGE_INVALIDATED"
     # Not published by writes: a server emits it locally to its subscribers after its LISTEN
     # connection was lost and re-established, because events may have been missed meanwhile.
     RESYNC = "RESYNC"

@@ -37,6 +37,13 @@ from gql_memory.memory.validation import (
     require_page_size,
     require_text,
 )
+from gql_memory.memory.validity import (
+    close_facts,
+    require_as_of,
+    require_instant,
+    require_supersedes,
+    superseding,
+)
 
 MAX_DEPTH = 5
 MAX_NODE_KEY_BYTES = 2400
@@ -74,6 +81,9 @@ class Edge:
     weight: float
     properties: dict[str, Any] | None
     created_at: datetime
+    valid_from: datetime | None = None  # when the relation began to hold
+    valid_to: datetime | None = None  # when it was superseded or invalidated; None while valid
+    superseded_by: int | None = None
 
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Edge:
@@ -310,27 +320,40 @@ class Graph:
         properties: dict[str, Any] | None = None,
         *,
         create_missing: bool = False,
+        supersedes: Sequence[int | str] = (),
+        valid_from: datetime | None = None,
     ) -> Edge:
-        """Connect two nodes (by id or (label, name)); idempotent on (source, target, relation).
+        """Connect two nodes (by id or (label, name)); idempotent on (source, target, relation)
+        among the edges valid now.
 
         With ``create_missing``, nodes named by (label, name) that do not exist are created.
+        The edges it ``supersedes`` are closed at its valid_from (default: now) and linked to
+        it, atomically, before it is drawn (so it may replace an edge with its own key).
         """
         relation = require_text(relation, "relation", max_length=255)
         weight = require_weight(weight)
         properties = require_json_object(properties, "properties")
+        replaced = require_supersedes(supersedes)
+        if valid_from is not None:
+            valid_from = require_instant(valid_from, "validFrom")
         async with self.db.write() as conn:
             source_id = await self._resolve(conn, source, "source", create_missing)
             target_id = await self._resolve(conn, target, "target", create_missing)
             if source_id == target_id:
                 raise ValidationError("An edge cannot connect a node to itself (self-loop)")
+            moment = valid_from or await conn.scalar(text("SELECT clock_timestamp()"))
+            await close_facts(conn, "edges", self.namespace, replaced, moment)
             row = (
                 await conn.execute(
                     text(
                         f"""
                         INSERT INTO edges (namespace, source_id, target_id, relation, weight,
-                                           properties)
-                        VALUES (:ns, :s, :t, :relation, :weight, CAST(:properties AS jsonb))
-                        ON CONFLICT (namespace, source_id, target_id, relation) DO UPDATE SET
+                                           properties, created_at, valid_from)
+                        VALUES (:ns, :s, :t, :relation, :weight, CAST(:properties AS jsonb),
+                                clock_timestamp(), :valid_from)
+                        ON CONFLICT (namespace, source_id, target_id, relation)
+                            WHERE valid_to IS NULL
+                        DO UPDATE SET
                             weight = EXCLUDED.weight,
                             properties = coalesce(EXCLUDED.properties, edges.properties)
                         RETURNING {EDGE_COLUMNS}
@@ -343,10 +366,19 @@ class Graph:
                         "relation": relation,
                         "weight": weight,
                         "properties": _json(properties),
+                        "valid_from": moment,
                     },
                 )
             ).one()
             edge = Edge.from_row(row)
+            if replaced:
+                await conn.execute(
+                    text(
+                        "UPDATE edges SET superseded_by = :id "
+                        "WHERE namespace = :ns AND id = ANY(:ids)"
+                    ),
+                    {"ns": self.namespace, "id": edge.id, "ids": replaced},
+                )
             await publish(
                 conn,
                 MemoryEvent(
@@ -383,9 +415,46 @@ class Graph:
             raise NotFoundError(f"Node {node_id} not found")
         return node_id
 
+    async def invalidate_edge(self, edge_id: Any, at: datetime | None = None) -> Edge:
+        """Close an edge that no longer holds, with no successor (``at``: default now)."""
+        edge_id = require_id(edge_id, "id")
+        moment = None if at is None else require_instant(at, "at")
+        async with self.db.write() as conn:
+            exists = await conn.scalar(
+                text("SELECT 1 FROM edges WHERE namespace = :ns AND id = :id"),
+                {"ns": self.namespace, "id": edge_id},
+            )
+            if not exists:
+                raise NotFoundError(f"Edge {edge_id} not found")
+            await close_facts(conn, "edges", self.namespace, [edge_id], moment)
+            row = (
+                await conn.execute(
+                    text(
+                        f"SELECT {EDGE_COLUMNS} FROM edges WHERE namespace = :ns AND id = :id"
+                    ).columns(properties=JSONB),
+                    {"ns": self.namespace, "id": edge_id},
+                )
+            ).one()
+            edge = Edge.from_row(row)
+            await publish(
+                conn,
+                MemoryEvent(
+                    EventKind.EDGE_INVALIDATED,
+                    self.namespace,
+                    ids=(edge.id, edge.source_id, edge.target_id),
+                ),
+            )
+        return edge
+
+    async def edge_supersedes(self, edge_ids: Sequence[int]) -> dict[int, list[int]]:
+        """For each edge, the edges it superseded (for batched loaders)."""
+        async with self.db.read() as conn:
+            return await superseding(conn, "edges", self.namespace, list(edge_ids))
+
     async def edges_of(self, node_ids: Sequence[int], limit: int = 100) -> dict[int, list[Edge]]:
-        """Up to ``limit`` edges touching each node (either direction, oldest first), for
-        batched loaders: a hub node with a million edges does not bring them all back."""
+        """Up to ``limit`` edges valid now touching each node (either direction, oldest
+        first), for batched loaders: a hub node with a million edges does not bring them all
+        back."""
         if not node_ids:
             return {}
         async with self.db.read() as conn:
@@ -401,10 +470,12 @@ class Graph:
                                 SELECT n.node_id, e.id AS edge_id
                                 FROM unnest(CAST(:ids AS bigint[])) AS n(node_id)
                                 JOIN edges e ON e.namespace = :ns AND e.source_id = n.node_id
+                                    AND e.valid_to IS NULL
                                 UNION
                                 SELECT n.node_id, e.id
                                 FROM unnest(CAST(:ids AS bigint[])) AS n(node_id)
                                 JOIN edges e ON e.namespace = :ns AND e.target_id = n.node_id
+                                    AND e.valid_to IS NULL
                             ) touching
                             JOIN edges e ON e.id = touching.edge_id
                         ) ranked
@@ -428,30 +499,46 @@ class Graph:
         depth: int = 1,
         relation: str | None = None,
         direction: Direction | str = Direction.BOTH,
+        *,
+        as_of: datetime | None = None,
     ) -> list[Neighbor]:
-        """Every node within ``depth`` hops, once, at its shortest distance, with a path."""
+        """Every node within ``depth`` hops, once, at its shortest distance, with a path,
+        along the edges valid now (or at ``as_of``)."""
         start = require_id(node_id, "nodeId")
         depth = require_depth(depth)
         direction = require_direction(direction)
+        as_of = require_as_of(as_of)
         if relation is not None:
             relation = require_text(relation, "relation")
-        statement = NEIGHBORS_SQL[direction, relation is not None]
+        statement = NEIGHBORS_SQL[direction, relation is not None, as_of is not None]
         params: dict[str, Any] = {"start": start, "ns": self.namespace, "max_depth": depth}
         if relation is not None:
             params["relation"] = relation
+        if as_of is not None:
+            params["as_of"] = as_of
         async with self.db.read() as conn:
             levels = await statement.fetch(conn, **params)
         with _collection_deferred():
             return _neighbors(levels)
 
-    async def path(self, from_id: Any, to_id: Any, max_depth: int = MAX_DEPTH) -> GraphPath | None:
-        """A shortest path between two nodes (edges in either direction), or None."""
+    async def path(
+        self,
+        from_id: Any,
+        to_id: Any,
+        max_depth: int = MAX_DEPTH,
+        *,
+        as_of: datetime | None = None,
+    ) -> GraphPath | None:
+        """A shortest path between two nodes (edges valid now, or at ``as_of``, in either
+        direction), or None."""
         start = require_id(from_id, "fromId")
         goal = require_id(to_id, "toId")
         max_depth = require_depth(max_depth, "maxDepth")
+        as_of = require_as_of(as_of)
+        params: dict[str, Any] = {"as_of": as_of} if as_of is not None else {}
         async with self.db.read() as conn:
-            rows = await PATH_SQL.fetch(
-                conn, start=start, target=goal, ns=self.namespace, max_depth=max_depth
+            rows = await PATH_SQL[as_of is not None].fetch(
+                conn, start=start, target=goal, ns=self.namespace, max_depth=max_depth, **params
             )
         if not rows or rows[0][0] != start:  # not reached, or the start is not a node here
             return None
@@ -518,6 +605,9 @@ def _neighbors(levels: Sequence[Any]) -> list[Neighbor]:
             weight,
             edge_properties,
             edge_created,
+            edge_valid_from,
+            edge_valid_to,
+            edge_superseded_by,
         ) in zip(*level[1:], strict=True):
             node = _frozen(
                 Node,
@@ -542,6 +632,9 @@ def _neighbors(levels: Sequence[Any]) -> list[Neighbor]:
                     "weight": weight,
                     "properties": edge_properties,
                     "created_at": edge_created,
+                    "valid_from": edge_valid_from,
+                    "valid_to": edge_valid_to,
+                    "superseded_by": edge_superseded_by,
                 },
             )
             nodes, edges = routes[parent]

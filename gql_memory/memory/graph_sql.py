@@ -13,7 +13,10 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
-EDGE_COLUMNS = "id, source_id, target_id, relation, weight, properties, created_at"
+EDGE_COLUMNS = (
+    "id, source_id, target_id, relation, weight, properties, created_at, valid_from, valid_to, "
+    "superseded_by"
+)
 NODE_FIELDS = tuple(NODE_COLUMNS.split(", "))
 EDGE_FIELDS = tuple(EDGE_COLUMNS.split(", "))
 
@@ -60,18 +63,20 @@ class _DriverStatement:
 _LEVELS = """
 WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids, episode_ids,
                    raw_ids, node_created, parents, edge_ids, sources, targets, relations,
-                   weights, edge_properties, edge_created, visited) AS (
+                   weights, edge_properties, edge_created, edge_valid_from, edge_valid_to,
+                   edge_superseded_by, visited) AS (
     SELECT 0, ARRAY[n.id], ARRAY[CAST(n.label AS text)], ARRAY[n.name], ARRAY[n.properties],
            ARRAY[n.insight_id], ARRAY[n.episode_id], ARRAY[n.raw_id], ARRAY[n.created_at],
            CAST(NULL AS bigint[]), CAST(NULL AS bigint[]), CAST(NULL AS bigint[]),
            CAST(NULL AS bigint[]), CAST(NULL AS text[]), CAST(NULL AS double precision[]),
-           CAST(NULL AS jsonb[]), CAST(NULL AS timestamptz[]), ARRAY[n.id]
+           CAST(NULL AS jsonb[]), CAST(NULL AS timestamptz[]), CAST(NULL AS timestamptz[]),
+           CAST(NULL AS timestamptz[]), CAST(NULL AS bigint[]), ARRAY[n.id]
     FROM nodes n
     WHERE n.namespace = :ns AND n.id = :start
     UNION ALL
     SELECT b.depth + 1, found_nodes.*, found.parents, found.edge_ids, found.sources,
            found.targets, found.relations, found.weights, found.properties, found.created,
-           b.visited || found.node_ids
+           found.valid_from, found.valid_to, found.superseded_by, b.visited || found.node_ids
     FROM bfs b
     CROSS JOIN LATERAL (
         SELECT array_agg(s.node ORDER BY s.node) AS node_ids,
@@ -82,7 +87,10 @@ WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids,
                array_agg(s.relation ORDER BY s.node) AS relations,
                array_agg(s.weight ORDER BY s.node) AS weights,
                array_agg(s.properties ORDER BY s.node) AS properties,
-               array_agg(s.created_at ORDER BY s.node) AS created
+               array_agg(s.created_at ORDER BY s.node) AS created,
+               array_agg(s.valid_from ORDER BY s.node) AS valid_from,
+               array_agg(s.valid_to ORDER BY s.node) AS valid_to,
+               array_agg(s.superseded_by ORDER BY s.node) AS superseded_by
         FROM (
             SELECT DISTINCT ON (c.node) c.*
             FROM ({steps}) c
@@ -104,42 +112,58 @@ WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids,
 )
 SELECT depth, node_ids, labels, names, node_properties, insight_ids, episode_ids, raw_ids,
        node_created, parents, edge_ids, sources, targets, relations, weights, edge_properties,
-       edge_created
+       edge_created, edge_valid_from, edge_valid_to, edge_superseded_by
 FROM bfs ORDER BY depth
 """
 
-# One step from the frontier (b.node_ids) along outgoing or incoming edges: the node
-# reached, the node it was reached from, and the edge's columns.
+# One step from the frontier (b.node_ids) along outgoing or incoming edges valid now (or at
+# :as_of): the node reached, the node it was reached from, and the edge's columns.
 _STEP_OUT = """
                 SELECT e.target_id AS node, e.source_id AS parent, {edge}
                 FROM edges e
-                WHERE e.namespace = :ns AND e.source_id = ANY(b.node_ids){relation}"""
+                WHERE e.namespace = :ns AND e.source_id = ANY(b.node_ids){relation}
+                  AND {valid}"""
 _STEP_IN = """
                 SELECT e.source_id AS node, e.target_id AS parent, {edge}
                 FROM edges e
-                WHERE e.namespace = :ns AND e.target_id = ANY(b.node_ids){relation}"""
+                WHERE e.namespace = :ns AND e.target_id = ANY(b.node_ids){relation}
+                  AND {valid}"""
 
 
-def _neighbors_sql(direction: Direction, by_relation: bool) -> TextClause:
-    """The traversal for one direction, with or without a relation filter. Each variant is
-    its own statement, so PostgreSQL plans it once (a generic plan) and the relation is an
-    index condition, not an `IS NULL OR` test."""
+def edge_valid(as_of: bool, alias: str = "e") -> str:
+    """The condition that edge ``alias`` is valid now (no future closing exists, so: not
+    closed), or at :as_of."""
+    if not as_of:
+        return f"{alias}.valid_to IS NULL"
+    return (
+        f"{alias}.valid_from <= :as_of AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of)"
+    )
+
+
+def _neighbors_sql(direction: Direction, by_relation: bool, as_of: bool) -> TextClause:
+    """The traversal for one direction, with or without a relation filter, now or as of an
+    instant. Each variant is its own statement, so PostgreSQL plans it once (a generic plan)
+    and the relation is an index condition, not an `IS NULL OR` test."""
     relation = "\n                  AND e.relation = :relation" if by_relation else ""
     edge = ", ".join(f"e.{column}" for column in EDGE_FIELDS)
     steps = {Direction.OUT: [_STEP_OUT], Direction.IN: [_STEP_IN]}.get(
         direction, [_STEP_OUT, _STEP_IN]
     )
     union = "\n                UNION ALL".join(
-        step.format(edge=edge, relation=relation) for step in steps
+        step.format(edge=edge, relation=relation, valid=edge_valid(as_of)) for step in steps
     )
     return text(_LEVELS.format(steps=union))
 
 
 NEIGHBORS_SQL = {
-    (direction, by_relation): _DriverStatement.compile(_neighbors_sql(direction, by_relation))
+    (direction, by_relation, as_of): _DriverStatement.compile(
+        _neighbors_sql(direction, by_relation, as_of)
+    )
     for direction in Direction
     for by_relation in (False, True)
+    for as_of in (False, True)
 }
+
 
 # The same search along edges in both directions, ids only, up to the level that reaches
 # :target; then the path walked back from it through the recorded parents: one row per node
@@ -147,15 +171,16 @@ NEIGHBORS_SQL = {
 # when the target was not reached. The last levels are the largest (thousands of nodes), so
 # before building one the search looks for the target one or two hops ahead and, if it is
 # there, records just the nodes the full levels would have recorded on the way to it.
-PATH_SQL = _DriverStatement.compile(
-    text(
+def _path_sql(as_of: bool) -> TextClause:
+    valid = edge_valid(as_of)
+    return text(
         f"""
 WITH RECURSIVE target_edges AS MATERIALIZED (
     SELECT e.id AS edge_id, e.source_id AS parent
-    FROM edges e WHERE e.namespace = :ns AND e.target_id = :target
+    FROM edges e WHERE e.namespace = :ns AND e.target_id = :target AND {valid}
     UNION ALL
     SELECT e.id, e.target_id
-    FROM edges e WHERE e.namespace = :ns AND e.source_id = :target
+    FROM edges e WHERE e.namespace = :ns AND e.source_id = :target AND {valid}
 ),
 bfs(depth, nodes, parents, edge_ids, visited) AS (
     SELECT 0, ARRAY[CAST(:start AS bigint)], ARRAY[CAST(NULL AS bigint)],
@@ -179,9 +204,11 @@ bfs(depth, nodes, parents, edge_ids, visited) AS (
         CROSS JOIN LATERAL (
             SELECT e.id AS edge_id, e.source_id AS parent FROM edges e
             WHERE e.namespace = :ns AND e.target_id = t.parent AND e.source_id + 0 = ANY(b.nodes)
+              AND {valid}
             UNION ALL
             SELECT e.id, e.target_id FROM edges e
             WHERE e.namespace = :ns AND e.source_id = t.parent AND e.target_id + 0 = ANY(b.nodes)
+              AND {valid}
             ORDER BY 1 LIMIT 1
         ) via
         WHERE hit.edge_id IS NULL AND b.depth + 2 <= :max_depth
@@ -204,12 +231,12 @@ bfs(depth, nodes, parents, edge_ids, visited) AS (
                 SELECT e.target_id AS node, e.source_id AS parent, e.id AS edge_id
                 FROM edges e
                 WHERE hit.edge_id IS NULL AND hit2.edge_id IS NULL
-                  AND e.namespace = :ns AND e.source_id = ANY(b.nodes)
+                  AND e.namespace = :ns AND e.source_id = ANY(b.nodes) AND {valid}
                 UNION ALL
                 SELECT e.source_id, e.target_id, e.id
                 FROM edges e
                 WHERE hit.edge_id IS NULL AND hit2.edge_id IS NULL
-                  AND e.namespace = :ns AND e.target_id = ANY(b.nodes)
+                  AND e.namespace = :ns AND e.target_id = ANY(b.nodes) AND {valid}
             ) c
             LEFT JOIN unnest(b.visited) AS seen(id) ON seen.id = c.node
             WHERE seen.id IS NULL
@@ -244,4 +271,6 @@ LEFT JOIN LATERAL (
 ORDER BY w.step DESC
 """
     )
-)
+
+
+PATH_SQL = {as_of: _DriverStatement.compile(_path_sql(as_of)) for as_of in (False, True)}

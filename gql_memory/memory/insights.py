@@ -5,11 +5,11 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, select, text, tuple_
+from sqlalchemy import Row, and_, func, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -30,24 +30,55 @@ from gql_memory.memory.validation import (
     require_page_size,
     require_text,
 )
+from gql_memory.memory.validity import (
+    close_facts,
+    require_as_of,
+    require_instant,
+    require_supersedes,
+    valid_sql,
+)
 from gql_memory.memory.vectors import load_embeddings, require_top_k, vector_literal
 
 MAX_SOURCE_IDS = 1000
 # Ordered by the distance operator itself, so PostgreSQL can walk the HNSW index.
-SEARCH_SQL = """
-SELECT id, content, source_ids, metadata, created_at,
-       1 - (embedding <=> CAST(:q AS vector)) AS score
-FROM insights
-WHERE namespace = :ns
-ORDER BY embedding <=> CAST(:q AS vector)
+# The facts an insight superseded, newest link first (the reverse of superseded_by).
+SUPERSEDES_SQL = (
+    "(SELECT array_agg(p.id ORDER BY p.id) FROM insights p "
+    "WHERE p.namespace = i.namespace AND p.superseded_by = i.id)"
+)
+
+
+def search_sql(as_of: datetime | None) -> str:
+    """Nearest valid insights, ordered by the distance operator itself, so PostgreSQL can
+    walk the HNSW index (the validity test filters during the index scan)."""
+    return f"""
+SELECT i.id, i.content, i.source_ids, i.metadata, i.created_at, i.valid_from, i.valid_to,
+       i.superseded_by, {SUPERSEDES_SQL} AS supersedes,
+       1 - (i.embedding <=> CAST(:q AS vector)) AS score
+FROM insights i
+WHERE i.namespace = :ns AND {valid_sql("i", as_of)}
+ORDER BY i.embedding <=> CAST(:q AS vector)
 LIMIT :k
 """
+
+
+_predecessor = insights.alias("p")
 _COLUMNS = (
     insights.c.id,
     insights.c.content,
     insights.c.source_ids,
     insights.c.metadata,
     insights.c.created_at,
+    insights.c.valid_from,
+    insights.c.valid_to,
+    insights.c.superseded_by,
+    select(func.array_agg(_predecessor.c.id))
+    .where(
+        _predecessor.c.namespace == insights.c.namespace,
+        _predecessor.c.superseded_by == insights.c.id,
+    )
+    .scalar_subquery()
+    .label("supersedes"),
 )
 
 
@@ -60,6 +91,14 @@ class Insight:
     source_ids: list[int]
     metadata: dict[str, Any] | None
     created_at: datetime
+    valid_from: datetime | None = None  # when the fact began to hold
+    valid_to: datetime | None = None  # when it stopped (superseded); None while it holds
+    superseded_by: int | None = None
+    supersedes: tuple[int, ...] = ()
+
+    @property
+    def is_valid(self) -> bool:
+        return self.valid_to is None
 
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> Insight:
@@ -70,6 +109,10 @@ class Insight:
             source_ids=list(m["source_ids"] or []),
             metadata=m["metadata"],
             created_at=m["created_at"],
+            valid_from=m["valid_from"],
+            valid_to=m["valid_to"],
+            superseded_by=m["superseded_by"],
+            supersedes=tuple(m.get("supersedes") or ()),
         )
 
 
@@ -78,6 +121,16 @@ class InsightInput:
     content: str
     source_ids: Sequence[int | str] = field(default_factory=list)
     metadata: dict[str, Any] | None = None
+    supersedes: Sequence[int | str] = ()  # insights this one replaces: they are closed
+    valid_from: datetime | None = None  # default: when stored; never in the future
+
+
+@dataclass(frozen=True)
+class PossibleContradiction:
+    """A valid insight very similar to another: perhaps the same fact, changed."""
+
+    insight: Insight
+    similarity: float
 
 
 @dataclass(frozen=True)
@@ -102,9 +155,14 @@ class Insights:
         content: str,
         source_ids: Sequence[int | str] = (),
         metadata: dict[str, Any] | None = None,
+        *,
+        supersedes: Sequence[int | str] = (),
+        valid_from: datetime | None = None,
     ) -> Insight:
-        """Embed and store one insight. Unknown source ids are BAD_USER_INPUT."""
-        return (await self.add_many([InsightInput(content, list(source_ids), metadata)]))[0]
+        """Embed and store one insight. Unknown source ids are BAD_USER_INPUT. The insights
+        it ``supersedes`` are closed at its valid_from and linked to it, atomically."""
+        item = InsightInput(content, list(source_ids), metadata, list(supersedes), valid_from)
+        return (await self.add_many([item]))[0]
 
     async def add_many(self, items: Sequence[InsightInput]) -> list[Insight]:
         """Embed (in batches) and store many insights in one transaction."""
@@ -121,16 +179,19 @@ class Insights:
                 text(
                     """
                     INSERT INTO insights (namespace, content, embedding, source_ids, metadata,
-                                          created_at, content_tsv)
+                                          created_at, valid_from, content_tsv)
                     SELECT :namespace, u.content, CAST(u.embedding AS vector),
                            CAST(u.source_ids AS bigint[]), CAST(u.metadata AS jsonb),
-                           clock_timestamp(),
+                           clock_timestamp(), coalesce(u.valid_from, clock_timestamp()),
                            to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
                     FROM unnest(CAST(:contents AS text[]), CAST(:embeddings AS text[]),
-                                CAST(:source_ids AS text[]), CAST(:metadata AS text[]))
-                         WITH ORDINALITY AS u(content, embedding, source_ids, metadata, ord)
+                                CAST(:source_ids AS text[]), CAST(:metadata AS text[]),
+                                CAST(:valid_from AS timestamptz[]))
+                         WITH ORDINALITY
+                         AS u(content, embedding, source_ids, metadata, valid_from, ord)
                     ORDER BY u.ord
-                    RETURNING id, content, source_ids, metadata, created_at
+                    RETURNING id, content, source_ids, metadata, created_at, valid_from,
+                              valid_to, superseded_by
                     """
                 ).columns(metadata=JSONB),
                 {
@@ -143,9 +204,14 @@ class Insights:
                         "{" + ",".join(str(s) for s in r["source_ids"]) + "}" for r in rows
                     ],
                     "metadata": [r["metadata_json"] for r in rows],
+                    "valid_from": [r["valid_from"] for r in rows],
                 },
             )
             added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+            added = [
+                await self._supersede(conn, insight, row["supersedes"])
+                for insight, row in zip(added, rows, strict=True)
+            ]
             if self.settings.auto_graph:
                 await link_insights(
                     conn, self.namespace, [(i.id, i.content, i.source_ids) for i in added]
@@ -168,7 +234,38 @@ class Insights:
             "source_ids": sorted({require_id(s, "sourceIds") for s in item.source_ids}),
             "metadata": metadata,
             "metadata_json": None if metadata is None else json.dumps(metadata),
+            "supersedes": require_supersedes(item.supersedes),
+            "valid_from": None
+            if item.valid_from is None
+            else require_instant(item.valid_from, "validFrom"),
         }
+
+    async def _supersede(
+        self, conn: AsyncConnection, insight: Insight, ids: builtins.list[int]
+    ) -> Insight:
+        if not ids:
+            return insight
+        await close_facts(conn, "insights", self.namespace, ids, insight.valid_from, insight.id)
+        return replace(insight, supersedes=tuple(ids))
+
+    async def invalidate(self, insight_id: Any, at: datetime | None = None) -> Insight:
+        """Close an insight that no longer holds, with no successor (``at``: default now)."""
+        insight_id = require_id(insight_id)
+        moment = None if at is None else require_instant(at, "at")
+        async with self.db.write() as conn:
+            await close_facts(conn, "insights", self.namespace, [insight_id], moment)
+            row = (
+                await conn.execute(
+                    select(*_COLUMNS).where(
+                        insights.c.id == insight_id, insights.c.namespace == self.namespace
+                    )
+                )
+            ).one()
+            await publish(
+                conn,
+                MemoryEvent(EventKind.INSIGHT_INVALIDATED, self.namespace, ids=(insight_id,)),
+            )
+        return Insight.from_row(row)
 
     async def _check_sources(self, conn: AsyncConnection, ids: set[int]) -> None:
         if not ids:
@@ -218,12 +315,21 @@ class Insights:
             ).all()
         return {row.id: Insight.from_row(row) for row in rows}
 
-    async def list(self, *, first: int | None = None, after: str | None = None) -> Page[Insight]:
-        """Newest first."""
+    async def list(
+        self,
+        *,
+        first: int | None = None,
+        after: str | None = None,
+        include_superseded: bool = False,
+    ) -> Page[Insight]:
+        """Newest first; the insights valid now, or with ``include_superseded`` all of them
+        (the history)."""
         limit = require_page_size(
             first, self.settings.default_page_size, self.settings.max_page_size
         )
         conditions = [insights.c.namespace == self.namespace]
+        if not include_superseded:
+            conditions.append(insights.c.valid_to.is_(None))
         if after is not None:
             moment, row_id = decode_cursor(after)
             conditions.append(tuple_(insights.c.created_at, insights.c.id) < tuple_(moment, row_id))
@@ -248,21 +354,44 @@ class Insights:
         """Embeddings by id — read only when a caller asks for them."""
         return await load_embeddings(self.db, "insights", self.namespace, ids)
 
-    async def search(self, query: str, top_k: int = 5) -> builtins.list[InsightHit]:
-        """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance."""
+    async def search(
+        self, query: str, top_k: int = 5, *, as_of: datetime | None = None
+    ) -> builtins.list[InsightHit]:
+        """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance. Only the
+        insights valid now, or at ``as_of``."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         top_k = require_top_k(top_k)
+        as_of = require_as_of(as_of)
         [vector] = await self.embedder.embed([query], role=TextRole.QUERY)
+        return await self._nearest(vector_literal(vector), top_k, as_of)
+
+    async def _nearest(
+        self, vector: str, top_k: int, as_of: datetime | None, exclude: int | None = None
+    ) -> builtins.list[InsightHit]:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    text(SEARCH_SQL).columns(metadata=JSONB),
-                    {"q": vector_literal(vector), "ns": self.namespace, "k": top_k},
+                    text(search_sql(as_of)).columns(metadata=JSONB),
+                    {"q": vector, "ns": self.namespace, "k": top_k + 1, "as_of": as_of},
                 )
             ).all()
-        hits = [InsightHit(Insight.from_row(r), float(r.score)) for r in rows]
+        hits = [InsightHit(Insight.from_row(r), float(r.score)) for r in rows if r.id != exclude]
         # relaxed-order iterative index scans may return near-ties out of order
-        return sorted(hits, key=lambda h: -h.score)
+        return sorted(hits, key=lambda h: -h.score)[:top_k]
+
+    async def possible_contradictions(
+        self, insight_id: Any, limit: int = 5
+    ) -> builtins.list[PossibleContradiction]:
+        """Valid insights at least GQL_MEMORY_CONTRADICTION_SIMILARITY similar to this one
+        (cosine): perhaps the same fact, changed. A hint for the agent, which decides whether
+        to supersede; nothing is ever superseded automatically."""
+        insight_id = require_id(insight_id)
+        vector = (await self.embeddings([insight_id])).get(insight_id)
+        if vector is None:
+            return []
+        hits = await self._nearest(vector_literal(vector), limit, None, exclude=insight_id)
+        threshold = self.settings.contradiction_similarity
+        return [PossibleContradiction(h.insight, h.score) for h in hits if h.score >= threshold]
 
     async def delete(self, insight_id: Any) -> bool:
         """Erase one insight; False when there was none."""

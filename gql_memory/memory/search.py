@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
@@ -27,12 +28,14 @@ from gql_memory.memory.search_sql import (
     LAYERS,
     QUERY_CTE,
     MemoryLayer,
+    When,
     graph_sql,
     text_ctes,
     text_leg,
     vector_leg,
 )
 from gql_memory.memory.validation import require_session_id, require_text
+from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
@@ -57,6 +60,11 @@ class SearchHit:
     rrf_score: float = 0.0
     graph_boost: float = 0.0
     graph_source: tuple[MemoryLayer, int] | None = None
+    # validity of an insight or episode hit: a hit with valid_to was found as of an instant
+    # before it was superseded, and a search of now would have filtered it out
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: int | None = None
     session_boost: float = 0.0
     causal_boost: float = 0.0
     boost: float = 0.0
@@ -126,9 +134,21 @@ class HybridSearch:
         layers: Sequence[MemoryLayer | str] = (MemoryLayer.INSIGHT,),
         weights: SearchWeights | None = None,
         fusion: Fusion | str | None = None,
+        *,
+        as_of: datetime | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SearchHit]:
-        """The top_k hits across ``layers``, best first, each with its explanation."""
+        """The top_k hits across ``layers``, best first, each with its explanation. Only the
+        facts valid now are searched, or those valid at ``as_of`` (and the raw turns stored by
+        then): superseded insights and episodes are hidden unless the instant is theirs.
+        ``since`` / ``until`` limit hits to a period: raw turns that happened in it (their
+        timestamp), facts valid during some of it."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        as_of = require_as_of(as_of)
+        since, until = require_period(since, until)
+        when = When(as_of is not None, since is not None, until is not None)
+        moments = {"as_of": as_of, "since": since, "until": until}
         top_k = require_top_k(top_k)
         if session_id is not None:
             session_id = require_session_id(session_id)
@@ -140,10 +160,12 @@ class HybridSearch:
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
-            candidates = await self._legs(conn, query, vector, chosen, weights, top_k)
+            candidates = await self._legs(
+                conn, query, vector, chosen, weights, top_k, when, moments
+            )
             hits = self._fuse(candidates, weights, fusion)
             if hits:
-                hits = await self._graph(conn, hits, session_id, chosen)
+                hits = await self._graph(conn, hits, session_id, chosen, when, moments)
             hits.sort(key=lambda h: (-h.final_score, h.layer.value, h.id))
             return await self._with_content(conn, hits[:top_k])
 
@@ -155,14 +177,16 @@ class HybridSearch:
         layers: list[MemoryLayer],
         weights: SearchWeights,
         top_k: int,
+        when: When,
+        moments: dict[str, datetime | None],
     ) -> list[_Candidate]:
         legs, ctes = [], [QUERY_CTE]
         for layer in layers:
             if vector is not None:
-                legs.append(vector_leg(layer))
+                legs.append(vector_leg(layer, when))
             if weights.text > 0:
                 legs.append(text_leg(layer))
-                ctes.append(text_ctes(layer))
+                ctes.append(text_ctes(layer, when))
         sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
         rows = (
             await conn.execute(
@@ -175,6 +199,7 @@ class HybridSearch:
                     "n": max(top_k * 4, MIN_CANDIDATES),
                     "rerank": 4 * max(top_k * 4, MIN_CANDIDATES),
                     "max_matches": self.settings.text_search_max_matches,
+                    **moments,
                 },
             )
         ).all()
@@ -225,6 +250,8 @@ class HybridSearch:
         hits: list[SearchHit],
         session_id: str | None,
         layers: list[MemoryLayer],
+        when: When,
+        moments: dict[str, datetime | None],
     ) -> list[SearchHit]:
         """Graph propagation and boosts; neighbours that were no candidate join the hits."""
         settings = self.settings
@@ -237,8 +264,9 @@ class HybridSearch:
             lenders = []
         rows = (
             await conn.execute(
-                text(graph_sql(layers)),
+                text(graph_sql(layers, when)),
                 {
+                    **moments,
                     "ns": self.namespace,
                     "sid": session_id,
                     "layers": [h.layer.value for h in hits],
@@ -270,11 +298,15 @@ class HybridSearch:
             hit = by_key.get(key) or SearchHit(layer=key[0], id=key[1], fusion=hits[0].fusion)
             graph_boost, source = lent.get(key, (0.0, None))
             attention, hops = boosts.get(key, (None, None))
-            session_boost = settings.session_boost_factor * attention if attention else 0.0
-            causal_boost = {
-                1: settings.causal_boost_one_hop,
-                2: settings.causal_boost_two_hops,
-            }.get(hops or 0, 0.0)
+            session_boost = 0.0
+            if attention and settings.session_boost:  # the ADR's rollback switches
+                session_boost = settings.session_boost_factor * attention
+            causal_boost = 0.0
+            if hops and settings.causal_boost:
+                causal_boost = {
+                    1: settings.causal_boost_one_hop,
+                    2: settings.causal_boost_two_hops,
+                }.get(hops, 0.0)
             boost = bounded_boost(session_boost, causal_boost, settings.boost_cap)
             boosted.append(
                 replace(
@@ -294,7 +326,13 @@ class HybridSearch:
             return []
         parts = [
             f"SELECT '{layer.value}' AS layer, id, {spec.content} AS content, "
-            f"{spec.session} AS session_id FROM {spec.table} "
+            f"{spec.session} AS session_id, "
+            + (
+                "valid_from, valid_to, superseded_by "
+                if spec.facts
+                else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint) "
+            )
+            + f"FROM {spec.table} "
             f"WHERE namespace = :ns AND id = ANY(:ids_{layer.value.lower()})"
             for layer, spec in LAYERS.items()
             if any(h.layer is layer for h in hits)
@@ -303,9 +341,16 @@ class HybridSearch:
         for layer in LAYERS:
             params[f"ids_{layer.value.lower()}"] = [h.id for h in hits if h.layer is layer]
         rows = (await conn.execute(text(" UNION ALL ".join(parts)), params)).all()
-        content = {(r.layer, r.id): (r.content, r.session_id) for r in rows}
+        found = {(r.layer, r.id): r for r in rows}
         return [
-            replace(hit, content=content[key][0], session_id=content[key][1])
+            replace(
+                hit,
+                content=row.content,
+                session_id=row.session_id,
+                valid_from=row[4],
+                valid_to=row[5],
+                superseded_by=row[6],
+            )
             for hit in hits
-            if (key := (hit.layer.value, hit.id)) in content
+            if (row := found.get((hit.layer.value, hit.id))) is not None
         ]

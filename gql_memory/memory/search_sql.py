@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gql_memory.memory.decay import ATTENTION_SQL
+from gql_memory.memory.graph_sql import edge_valid
 
 
 class MemoryLayer(enum.Enum):
@@ -26,6 +27,41 @@ class _Layer:
     session: str  # SQL expression of the session id (or NULL)
     node_column: str  # nodes.<column> that ties a node to a row of this layer
     extra_where: str = ""
+    facts: bool = True  # rows have a validity interval (raw turns are events: they don't)
+
+    def valid(self, alias: str, when: When | bool) -> str:
+        """The condition that row ``alias`` is in the world now, or as of :as_of: a fact valid
+        then, a raw turn stored by then; and, within a period (:since .. :until), a turn that
+        happened in it or a fact valid during some of it."""
+        when = when if isinstance(when, When) else When(as_of=when)
+        if not self.facts:
+            conditions = [f"{alias}.timestamp <= :as_of"] if when.as_of else []
+            if when.since:
+                conditions.append(f"{alias}.timestamp >= :since")
+            if when.until:
+                conditions.append(f"{alias}.timestamp <= :until")
+            return " AND ".join(conditions) or "true"
+        if not when.as_of:
+            conditions = [f"{alias}.valid_to IS NULL"]
+        else:
+            conditions = [
+                f"{alias}.valid_from <= :as_of",
+                f"({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of)",
+            ]
+        if when.since:
+            conditions.append(f"({alias}.valid_to IS NULL OR {alias}.valid_to > :since)")
+        if when.until:
+            conditions.append(f"{alias}.valid_from <= :until")
+        return " AND ".join(conditions)
+
+
+@dataclass(frozen=True)
+class When:
+    """Which instant a search sees (now, or :as_of) and the period it is limited to."""
+
+    as_of: bool = False
+    since: bool = False
+    until: bool = False
 
 
 LAYERS: dict[MemoryLayer, _Layer] = {
@@ -39,6 +75,7 @@ LAYERS: dict[MemoryLayer, _Layer] = {
         "session_id",
         "raw_id",
         " AND embedding IS NOT NULL",
+        facts=False,
     ),
 }
 
@@ -52,7 +89,7 @@ query_lexemes AS (
 _QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''"
 
 
-def text_ctes(layer: MemoryLayer) -> str:
+def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     """The steps of one layer's text leg (see ``text_leg``).
 
     ``stats``: PostgreSQL's own statistics of the tsvector column (pg_stats.most_common_elems,
@@ -68,6 +105,7 @@ def text_ctes(layer: MemoryLayer) -> str:
     until the budget is spent. ``best``: the best :rerank candidates by coverage.
     """
     table = LAYERS[layer].table
+    valid = LAYERS[layer].valid("t", when)
     name = layer.value.lower()
     frequency = "coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0)"
     return f"""
@@ -105,13 +143,13 @@ candidates_{name} AS MATERIALIZED (
      CROSS JOIN LATERAL (
          SELECT t.id, t.content_tsv FROM {table} t
          WHERE t.namespace = :ns AND t.content_tsv @@ w.q
-           AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer)
+           AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer) AND {valid}
      ) found
      WHERE NOT (SELECT small FROM small_{name})
      LIMIT :max_matches)
     UNION ALL
     SELECT t.id, t.content_tsv FROM {table} t
-    WHERE (SELECT small FROM small_{name}) AND t.namespace = :ns
+    WHERE (SELECT small FROM small_{name}) AND t.namespace = :ns AND {valid}
 ),
 best_{name} AS MATERIALIZED (
     -- coverage: the distinct query lexemes a row contains, i.e. those ts_delete removes
@@ -123,13 +161,15 @@ best_{name} AS MATERIALIZED (
 )"""
 
 
-def vector_leg(layer: MemoryLayer) -> str:
+def vector_leg(layer: MemoryLayer, when: When | bool = False) -> str:
+    """The nearest rows valid now (or at :as_of); the validity test filters during the HNSW
+    index scan (iterative scans go on until enough rows pass)."""
     spec = LAYERS[layer]
     return f"""
     (SELECT '{layer.value}' AS layer, 'vector' AS leg, id,
             1 - (embedding <=> CAST(:vector AS vector)) AS score
      FROM {spec.table}
-     WHERE namespace = :ns{spec.extra_where}
+     WHERE namespace = :ns{spec.extra_where} AND {spec.valid(spec.table, when)}
      ORDER BY embedding <=> CAST(:vector AS vector)
      LIMIT :n)"""
 
@@ -170,15 +210,19 @@ def text_leg(layer: MemoryLayer) -> str:
      LIMIT :n)"""
 
 
-def graph_sql(layers: Iterable[MemoryLayer]) -> str:
+def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
     """Neighbours of the best hits and the boosts of every candidate, in one statement.
 
     ``lenders`` are the best fused hits; each lends to the memories whose nodes are one edge
     from one of its nodes (a raw turn's previous and next turns, an insight's source turns,
     any edge a client drew between memories). ``cand`` (the fused candidates plus those
     neighbours) get their session attention and their hop distance from the session's seeds.
+    Only edges and memories valid now (or at :as_of) take part: a superseded fact never comes
+    back as a neighbour.
     """
     chosen = list(layers)
+    when = when if isinstance(when, When) else When(as_of=when)
+    edge = edge_valid(when.as_of)
 
     lender_nodes = "\n        UNION ALL ".join(
         f"SELECT l.layer, l.id, l.score, n.id AS node_id FROM lenders l JOIN nodes n "
@@ -190,6 +234,8 @@ def graph_sql(layers: Iterable[MemoryLayer]) -> str:
     neighbour_memories = "\n        UNION ALL ".join(
         f"SELECT '{layer.value}' AS layer, n.{LAYERS[layer].node_column} AS id, "
         f"h.lender_layer, h.lender_id, h.score FROM hop h JOIN nodes n ON n.id = h.node_id "
+        f"JOIN {LAYERS[layer].table} m ON m.namespace = :ns "
+        f"AND m.id = n.{LAYERS[layer].node_column} AND {LAYERS[layer].valid('m', when)} "
         f"WHERE n.namespace = :ns AND n.{LAYERS[layer].node_column} IS NOT NULL"
         for layer in chosen
     )
@@ -221,10 +267,10 @@ def graph_sql(layers: Iterable[MemoryLayer]) -> str:
         FROM lender_nodes ln
         CROSS JOIN LATERAL (
             (SELECT e.target_id AS node_id FROM edges e
-             WHERE e.namespace = :ns AND e.source_id = ln.node_id LIMIT :fanout)
+             WHERE e.namespace = :ns AND e.source_id = ln.node_id AND {edge} LIMIT :fanout)
             UNION ALL
             (SELECT e.source_id FROM edges e
-             WHERE e.namespace = :ns AND e.target_id = ln.node_id LIMIT :fanout)
+             WHERE e.namespace = :ns AND e.target_id = ln.node_id AND {edge} LIMIT :fanout)
         ) x
     ),
     neighbours AS MATERIALIZED (
@@ -250,15 +296,15 @@ def graph_sql(layers: Iterable[MemoryLayer]) -> str:
     -- so that a seed is not "two hops from itself" through a neighbour and back
     hop1 AS (
         SELECT e.target_id AS id, seeds.id AS origin FROM edges e
-        JOIN seeds ON e.source_id = seeds.id WHERE e.namespace = :ns
+        JOIN seeds ON e.source_id = seeds.id WHERE e.namespace = :ns AND {edge}
         UNION SELECT e.source_id, seeds.id FROM edges e
-        JOIN seeds ON e.target_id = seeds.id WHERE e.namespace = :ns
+        JOIN seeds ON e.target_id = seeds.id WHERE e.namespace = :ns AND {edge}
     ),
     hop2 AS MATERIALIZED (
         SELECT e.target_id AS id, hop1.origin FROM edges e
-        JOIN hop1 ON e.source_id = hop1.id WHERE e.namespace = :ns
+        JOIN hop1 ON e.source_id = hop1.id WHERE e.namespace = :ns AND {edge}
         UNION SELECT e.source_id, hop1.origin FROM edges e
-        JOIN hop1 ON e.target_id = hop1.id WHERE e.namespace = :ns
+        JOIN hop1 ON e.target_id = hop1.id WHERE e.namespace = :ns AND {edge}
     ),
     distance AS MATERIALIZED (
         SELECT id, min(d) AS d FROM (

@@ -233,17 +233,42 @@ FUZZ: dict[str, Target] = {
     ),
     "addInsight": Target(
         "mutation($i: InsightInput!) { addInsight(input: $i) { id } }",
-        {"i": {"content": "an insight", "sourceIds": ["1"], "metadata": {"k": 1}}},
+        {
+            "i": {
+                "content": "an insight",
+                "sourceIds": ["1"],
+                "metadata": {"k": 1},
+                "supersedes": ["2"],
+                "validFrom": "2024-01-01T00:00:00Z",
+            }
+        },
         (("i", "content"), ("i", "sourceIds"), ("i", "sourceIds", "0"), ("i", "metadata"))
-        + (("i",),),
+        + (("i", "supersedes"), ("i", "supersedes", "0"), ("i", "validFrom"), ("i",)),
         st.fixed_dictionaries(
             {
                 "i": st.fixed_dictionaries(
                     {"content": text_field},
-                    optional={"sourceIds": st.lists(ident, max_size=3), "metadata": metadata},
+                    optional={
+                        "sourceIds": st.lists(ident, max_size=3),
+                        "metadata": metadata,
+                        "supersedes": st.lists(ident, max_size=3),
+                        "validFrom": timestamp,
+                    },
                 )
             }
         ),
+    ),
+    "invalidateInsight": Target(
+        "mutation($id: ID!, $at: DateTime) { invalidateInsight(id: $id, at: $at) { id } }",
+        {"id": "1", "at": "2025-01-01T00:00:00Z"},
+        (("id",), ("at",)),
+        st.fixed_dictionaries({"id": ident}, optional={"at": timestamp}),
+    ),
+    "invalidateEdge": Target(
+        "mutation($id: ID!, $at: DateTime) { invalidateEdge(id: $id, at: $at) { id } }",
+        {"id": "1", "at": "2025-01-01T00:00:00Z"},
+        (("id",), ("at",)),
+        st.fixed_dictionaries({"id": ident}, optional={"at": timestamp}),
     ),
     "deleteInsight": Target(
         "mutation($id: ID!) { deleteInsight(id: $id) }",
@@ -253,8 +278,17 @@ FUZZ: dict[str, Target] = {
     ),
     "storeEpisode": Target(
         "mutation($e: EpisodeInput!) { storeEpisode(input: $e) { id } }",
-        {"e": {"query": "book a table", "reward": 0.5, "reflection": "call ahead"}},
-        (("e", "query"), ("e", "reward"), ("e", "reflection"), ("e",)),
+        {
+            "e": {
+                "query": "book a table",
+                "reward": 0.5,
+                "reflection": "call ahead",
+                "supersedes": ["1"],
+                "validFrom": "2024-01-01T00:00:00Z",
+            }
+        },
+        (("e", "query"), ("e", "reward"), ("e", "reflection"), ("e", "supersedes"))
+        + (("e", "validFrom"), ("e",)),
         st.fixed_dictionaries(
             {
                 "e": st.fixed_dictionaries(
@@ -262,7 +296,8 @@ FUZZ: dict[str, Target] = {
                         "query": text_field,
                         "reward": mostly(st.floats(min_value=-1, max_value=1), number),
                         "reflection": text_field,
-                    }
+                    },
+                    optional={"supersedes": st.lists(ident, max_size=3), "validFrom": timestamp},
                 )
             }
         ),
@@ -289,9 +324,19 @@ FUZZ: dict[str, Target] = {
     ),
     "addEdge": Target(
         "mutation($e: EdgeInput!) { addEdge(input: $e) { id } }",
-        {"e": {"sourceId": "1", "targetId": "2", "relation": "knows", "weight": 1.0}},
+        {
+            "e": {
+                "sourceId": "1",
+                "targetId": "2",
+                "relation": "knows",
+                "weight": 1.0,
+                "supersedes": ["1"],
+                "validFrom": "2024-01-01T00:00:00Z",
+            }
+        },
         (("e", "sourceId"), ("e", "targetId"), ("e", "relation"), ("e", "weight"))
-        + (("e", "properties"), ("e", "source"), ("e", "createMissing"), ("e",)),
+        + (("e", "properties"), ("e", "source"), ("e", "createMissing"), ("e", "supersedes"))
+        + (("e", "validFrom"), ("e",)),
         st.fixed_dictionaries(
             {
                 "e": st.fixed_dictionaries(
@@ -303,6 +348,8 @@ FUZZ: dict[str, Target] = {
                         "properties": metadata,
                         "source": st.fixed_dictionaries({"label": text_field, "name": text_field}),
                         "createMissing": st.booleans(),
+                        "supersedes": st.lists(ident, max_size=3),
+                        "validFrom": timestamp,
                     },
                 )
             }

@@ -16,6 +16,7 @@ ids that exist nowhere are generated for every sample name automatically.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from sqlalchemy import text
 from gql_memory.api.schema import build_schema
 from gql_memory.auth import ApiKeyStore
 from gql_memory.db import Database
+from tests.api.test_http_subscriptions import MULTIPART, SSE, multipart_payloads, sse_events
 from tests.conftest import LiveServer
 
 A, B = "tenant-a", "tenant-b"
@@ -107,7 +109,9 @@ PROBES: dict[str, Probe] = {
         "query($id: ID!) { insight(id: $id) { id content sourceIds metadata } }", {"id": "insight"}
     ),
     "insights": Probe(
-        "{ insights { edges { node { id content } } } }", expect={"insights": {"edges": []}}
+        "{ insights { edges { node { id content } } } "
+        "all: insights(includeSuperseded: true) { edges { node { id content } } } }",
+        expect={"insights": {"edges": []}, "all": {"edges": []}},
     ),
     "insightSearch": Probe(
         '{ insightSearch(query: "secret insight") { score insight { id content } } }',
@@ -121,13 +125,22 @@ PROBES: dict[str, Probe] = {
         "{ similarity episode { id query } } }",
         expect={"similarEpisodes": []},
     ),
+    # superseding across namespaces is impossible: A's facts are unknown ids to B
     "addInsight": Probe(
-        'mutation($r: ID!) { addInsight(input: {content: "b", sourceIds: [$r]}) { id content } }',
-        {"r": "raw"},
+        'mutation($r: ID!, $i: ID!) { addInsight(input: {content: "b", sourceIds: [$r]}) '
+        '{ id content } replacing: addInsight(input: {content: "b", supersedes: [$i]}) '
+        "{ id supersedes } }",
+        {"r": "raw", "i": "insight"},
+    ),
+    "invalidateInsight": Probe(
+        "mutation($id: ID!) { invalidateInsight(id: $id) { id content validTo } }",
+        {"id": "insight"},
     ),
     "deleteInsight": Probe("mutation($id: ID!) { deleteInsight(id: $id) }", {"id": "insight"}),
     "storeEpisode": Probe(
-        'mutation { storeEpisode(input: {query: "b", reward: 0, reflection: "b"}) { id query } }'
+        'mutation($e: ID!) { storeEpisode(input: {query: "b", reward: 0, reflection: "b", '
+        "supersedes: [$e]}) { id query } }",
+        {"e": "episode"},
     ),
     "deleteEpisode": Probe("mutation($id: ID!) { deleteEpisode(id: $id) }", {"id": "episode"}),
     # --- graph -----------------------------------------------------------------------------
@@ -154,9 +167,14 @@ PROBES: dict[str, Probe] = {
         {"l": "label", "n": "node_name", "i": "insight"},
     ),
     "addEdge": Probe(
-        "mutation($a: ID!, $b: ID!) { addEdge(input: {sourceId: $a, targetId: $b, "
-        'relation: "r"}) { id } }',
-        {"a": "node", "b": "node2"},
+        "mutation($a: ID!, $b: ID!, $e: ID!) { addEdge(input: {sourceId: $a, targetId: $b, "
+        'relation: "r"}) { id } replacing: addEdge(input: {source: {label: "L", name: "x"}, '
+        'target: {label: "L", name: "y"}, createMissing: true, relation: "r", '
+        "supersedes: [$e]}) { id } }",
+        {"a": "node", "b": "node2", "e": "edge"},
+    ),
+    "invalidateEdge": Probe(
+        "mutation($id: ID!) { invalidateEdge(id: $id) { id relation validTo } }", {"id": "edge"}
     ),
     "deleteNode": Probe("mutation($id: ID!) { deleteNode(id: $id) }", {"id": "node"}),
     # --- search, context and extraction -------------------------------------------------------
@@ -262,7 +280,7 @@ async def seed_namespace_a(api_a: LiveServer) -> dict[str, str]:
         'mutation { addNode(input: {label: "Secret", name: "a-node-2", '
         f'properties: {{k: "{MARKER}"}}}}) {{ id }} }}'
     )
-    await api_a.data(
+    edge = await api_a.data(
         "mutation($a: ID!, $b: ID!) { addEdge(input: {sourceId: $a, targetId: $b, "
         f'relation: "knows", properties: {{k: "{MARKER}"}}}}) {{ id }} }}',
         {"a": node["addNode"]["id"], "b": node2["addNode"]["id"]},
@@ -276,6 +294,7 @@ async def seed_namespace_a(api_a: LiveServer) -> dict[str, str]:
         "episode": episode["storeEpisode"]["id"],
         "node": node["addNode"]["id"],
         "node2": node2["addNode"]["id"],
+        "edge": edge["addEdge"]["id"],
         "label": "Secret",
         "node_name": "a-node",
     }
@@ -426,3 +445,85 @@ async def first_subscription_event(
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_probes_name_fields_that_exist(name: str) -> None:
     assert name in {n for _, n in schema_fields()}, f"PROBES has an entry for unknown field {name}"
+
+
+# --- the HTTP transports: streams, batches, persisted documents ------------------------------
+
+
+async def first_stream_event(
+    api_a: LiveServer, api_b: LiveServer, probe: Probe, samples: dict[str, str], transport: str
+) -> Any:
+    """B subscribes over an HTTP stream (with A's sample values); A, then B, fire the
+    trigger; B's first event."""
+    assert probe.trigger, "a subscription probe needs a trigger mutation"
+    variables = {var: samples[kind] for var, kind in probe.variables.items()}
+    headers = {**api_b.headers, **(SSE if transport == "sse" else MULTIPART)}
+    body = {"query": probe.document, "variables": variables}
+    async with api_b.client.stream("POST", "/graphql", json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        if transport == "sse":
+            first = asyncio.ensure_future(anext(sse_events(response)))
+        else:
+            first = asyncio.ensure_future(anext(multipart_payloads(response)))
+        await api_a.data(probe.trigger, {**variables, "c": f"{MARKER} event"})
+        for _ in range(20):  # B's subscription may take a moment to start listening
+            await api_b.data(probe.trigger, {**variables, "c": "b event"})
+            try:
+                return await asyncio.wait_for(asyncio.shield(first), 0.5)
+            except TimeoutError:
+                continue
+    raise AssertionError(f"B's {transport} subscription never delivered B's own event")
+
+
+async def test_http_streams_and_batches_never_cross_namespaces(
+    secure_api: LiveServer, db: Database, key_store: ApiKeyStore
+) -> None:
+    """Every subscription over SSE and multipart delivers B only B's events; every query,
+    batched, answers B as it answers alone (no A row)."""
+    api_a = secure_api.with_key((await key_store.create(A, "read,write")).secret)
+    api_b = secure_api.with_key((await key_store.create(B, "read,write")).secret)
+    samples = await seed_namespace_a(api_a)
+    for root, name in schema_fields():
+        if root != "subscription":
+            continue
+        for transport in ("sse", "multipart"):
+            event = await first_stream_event(api_a, api_b, PROBES[name], samples, transport)
+            assert MARKER not in json.dumps(event), f"{name} over {transport} leaked: {event}"
+            assert "errors" not in json.dumps(event), event
+    queries = [
+        {
+            "query": PROBES[name].document,
+            "variables": {v: samples[k] for v, k in PROBES[name].variables.items()},
+        }
+        for root, name in schema_fields()
+        if root == "query"
+    ]
+    for start in range(0, len(queries), 10):
+        response = await api_b.client.post(
+            "/graphql", json=queries[start : start + 10], headers=api_b.headers
+        )
+        assert response.status_code == 200
+        assert len(response.json()) == len(queries[start : start + 10])
+        assert MARKER not in response.text, response.text
+        assert "INTERNAL_SERVER_ERROR" not in response.text, response.text
+
+
+async def test_apq_registrations_never_cross_namespaces(
+    secure_api: LiveServer, key_store: ApiKeyStore
+) -> None:
+    """A's registered document is unknown to B (B learns nothing of it), and B registering
+    the same hash runs B's own query for B only."""
+    api_a = secure_api.with_key((await key_store.create(A, "read,write")).secret)
+    api_b = secure_api.with_key((await key_store.create(B, "read,write")).secret)
+    await api_a.data(WM, {"s": "session"})
+    query = "query Secret { stats { workingMemory } }"
+    digest = hashlib.sha256(query.encode()).hexdigest()
+    persisted = {"persistedQuery": {"version": 1, "sha256Hash": digest}}
+    registered = await api_a.client.post(
+        "/graphql", json={"query": query, "extensions": persisted}, headers=api_a.headers
+    )
+    assert registered.json()["data"]
+    by_hash = {"extensions": persisted}
+    answer = await api_b.client.post("/graphql", json=by_hash, headers=api_b.headers)
+    assert answer.json()["errors"][0]["extensions"]["code"] == "PERSISTED_QUERY_NOT_FOUND"
+    assert (await api_a.client.post("/graphql", json=by_hash, headers=api_a.headers)).json()["data"]

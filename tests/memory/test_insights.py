@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text
@@ -12,7 +13,7 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
-from gql_memory.memory.insights import SEARCH_SQL
+from gql_memory.memory.insights import search_sql
 from tests.conftest import openai_settings, truncate_all
 from tests.fake_openai import FakeOpenAI
 
@@ -88,7 +89,7 @@ async def test_delete(memory: Memory) -> None:
     assert await memory.insights.get(insight.id) is None
 
 
-async def test_search_uses_the_hnsw_index(memory: Memory) -> None:
+async def test_search_uses_the_hnsw_index_now_and_as_of(memory: Memory) -> None:
     async with memory.db.write() as conn:
         await conn.execute(
             text(
@@ -98,21 +99,29 @@ async def test_search_uses_the_hnsw_index(memory: Memory) -> None:
                 "FROM generate_series(1, 5000) g"
             )
         )
+        # a fifth of them superseded: the validity test filters during the index scan
+        await conn.execute(
+            text("UPDATE insights SET valid_to = valid_from + interval '1 second' WHERE id % 5 = 0")
+        )
         await conn.execute(text("ANALYZE insights"))
     query = "[" + ",".join(["0.01"] * 384) + "]"
-    async with memory.db.read() as conn:
-        # Below ~4,000 rows a sequential scan is cheaper and the planner rightly picks it;
-        # at 5,000 it picks the HNSW index on its own (no planner settings forced here).
-        plan = "\n".join(
-            (
-                await conn.execute(
-                    text("EXPLAIN " + SEARCH_SQL), {"q": query, "ns": "default", "k": 5}
-                )
-            ).scalars()
-        )
-    assert "ix_insights_embedding_hnsw" in plan, plan
-    hits = await memory.insights.search("row 7", top_k=5)
-    assert len(hits) == 5
+    moment = datetime.now(UTC)
+    for as_of in (None, moment):
+        async with memory.db.read() as conn:
+            # Below ~4,000 rows a sequential scan is cheaper and the planner rightly picks it;
+            # at 5,000 it picks the HNSW index on its own (no planner settings forced here).
+            plan = "\n".join(
+                (
+                    await conn.execute(
+                        text("EXPLAIN " + search_sql(as_of)),
+                        {"q": query, "ns": "default", "k": 5, "as_of": as_of},
+                    )
+                ).scalars()
+            )
+        assert "ix_insights_embedding_hnsw" in plan, plan
+        hits = await memory.insights.search("row 7", top_k=5, as_of=as_of)
+        assert len(hits) == 5
+        assert all(h.insight.valid_to is None for h in hits)
 
 
 async def test_optional_redaction_gate_for_insights(memory: Memory) -> None:

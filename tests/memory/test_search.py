@@ -212,6 +212,43 @@ async def test_session_and_causal_boosts_with_the_cap(
     assert all(h.boost == 0 for h in unboosted)
 
 
+@pytest.mark.parametrize(
+    ("switched_off", "session_boost", "causal_boost"),
+    [(None, 0.15, 0.10), ("session_boost", 0.0, 0.10), ("causal_boost", 0.15, 0.0)],
+)
+async def test_each_boost_has_its_rollback_switch(
+    db: Database,
+    settings: Settings,
+    fake_openai: FakeOpenAI,
+    switched_off: str | None,
+    session_boost: float,
+    causal_boost: float,
+) -> None:
+    """ADR-002's switches (GQL_MEMORY_SESSION_BOOST / GQL_MEMORY_CAUSAL_BOOST=false): the
+    boost switched off is 0 on every hit, the other one unchanged."""
+    await truncate_all(db)
+    fake_openai.reset()
+    changes = {switched_off: False} if switched_off else {}
+    memory = Memory(db, openai_settings(settings.with_overrides(**changes), fake_openai))
+    fake_openai.set_vector("q", [1.0, 0.0])
+    focus = await add_at_angle(memory, fake_openai, "focus", 0.5)
+    near = await add_at_angle(memory, fake_openai, "near", 0.5)
+    focus_node = await memory.graph.add_node("F", "focus", insight_id=focus)
+    near_node = await memory.graph.add_node("F", "near", insight_id=near)
+    await memory.graph.add_edge(focus_node.id, near_node.id, "r")
+    await memory.working.add("on focus", 1.0, session_id="s", ref_kind="NODE", ref_id=focus_node.id)
+    hits = {h.id: h for h in await memory.search("q", session_id="s")}
+    assert hits[focus].session_boost == pytest.approx(session_boost)
+    assert hits[near].causal_boost == pytest.approx(causal_boost)
+    for hit in hits.values():
+        if switched_off:
+            assert getattr(hit, switched_off) == 0.0
+        assert hit.boost == pytest.approx(min(hit.session_boost + hit.causal_boost, 0.20))
+        assert hit.final_score == pytest.approx(
+            (hit.fused_score + hit.graph_boost) * (1 + hit.boost)
+        )
+
+
 @given(
     session=st.floats(min_value=0, max_value=10, allow_nan=False),
     causal=st.floats(min_value=0, max_value=10, allow_nan=False),

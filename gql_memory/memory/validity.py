@@ -1,0 +1,145 @@
+"""Time-aware facts: when an insight, episode or edge is valid, and superseding one.
+
+A fact is valid in [valid_from, valid_to); valid_to is NULL while it holds. Superseding closes
+facts (valid_to = the successor's valid_from) and links them to it; nothing is deleted. No
+fact starts in the future and none is closed at a future instant, so "valid now" is exactly
+``valid_to IS NULL``, and a read as of an instant sees the facts valid then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gql_memory.errors import ValidationError
+from gql_memory.memory.validation import require_id
+
+FACT_TABLES = ("insights", "episodes", "edges")
+MAX_SUPERSEDES = 100
+VALIDITY_COLUMNS = "valid_from, valid_to, superseded_by"
+
+
+def require_instant(value: Any, field: str) -> datetime:
+    """A timezone-aware instant no later than now."""
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{field} must be a date-time")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(f"{field} must carry a timezone (e.g. 2026-01-31T09:00:00Z)")
+    if value > datetime.now(UTC):
+        raise ValidationError(f"{field} must not be in the future")
+    return value
+
+
+def require_as_of(value: Any) -> datetime | None:
+    """The instant of an as-of read, or None for now. A future instant is refused: what is
+    valid then is not known yet."""
+    return None if value is None else require_instant(value, "asOf")
+
+
+def require_period(
+    since: datetime | None, until: datetime | None
+) -> tuple[datetime | None, datetime | None]:
+    """A period to limit a search to: either end may be open; since no later than until."""
+    for value, field in ((since, "since"), (until, "until")):
+        if value is not None and (
+            not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None
+        ):
+            raise ValidationError(f"{field} must be a date-time with a timezone")
+    if since is not None and until is not None and since > until:
+        raise ValidationError("since must not be later than until")
+    return since, until
+
+
+def valid_sql(alias: str, as_of: datetime | None, param: str = "as_of") -> str:
+    """The SQL condition that row ``alias`` of a fact table is valid now, or at :param."""
+    if as_of is None:
+        return f"{alias}.valid_to IS NULL"
+    return (
+        f"{alias}.valid_from <= :{param} "
+        f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :{param})"
+    )
+
+
+def require_supersedes(values: Sequence[Any] | None) -> list[int]:
+    ids = sorted({require_id(v, "supersedes") for v in values or ()})
+    if len(ids) > MAX_SUPERSEDES:
+        raise ValidationError(f"supersedes must hold at most {MAX_SUPERSEDES} ids")
+    return ids
+
+
+async def close_facts(
+    conn: AsyncConnection,
+    table: str,
+    namespace: str,
+    ids: Sequence[int],
+    at: datetime | None,
+    successor: int | None = None,
+) -> list[int]:
+    """Close the facts ``ids`` of ``table`` at ``at`` (default: now), linked to ``successor``,
+    inside the caller's transaction. Every fact must exist in the namespace, be valid still,
+    and have begun before ``at``; otherwise BAD_USER_INPUT and nothing is closed."""
+    assert table in FACT_TABLES
+    if not ids:
+        return []
+    rows = (
+        await conn.execute(
+            # FOR UPDATE: two writers superseding one fact serialise; the second finds it closed
+            text(
+                f"SELECT id, valid_from, valid_to FROM {table} "
+                f"WHERE namespace = :ns AND id = ANY(:ids) ORDER BY id FOR UPDATE"
+            ),
+            {"ns": namespace, "ids": list(ids)},
+        )
+    ).all()
+    found = {row.id: row for row in rows}
+    noun = table.rstrip("s")
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise ValidationError(f"Unknown {noun} ids in supersedes: {_shown(missing)}")
+    closed = [i for i in ids if found[i].valid_to is not None]
+    if closed:
+        raise ValidationError(
+            f"Already superseded or invalidated (a closed fact stays closed): {_shown(closed)}"
+        )
+    moment = at or await conn.scalar(text("SELECT now()"))
+    early = [i for i in ids if found[i].valid_from > moment]
+    if early:
+        raise ValidationError(
+            f"Cannot close a fact before it became valid ({noun} {_shown(early)})"
+        )
+    await conn.execute(
+        text(
+            f"UPDATE {table} SET valid_to = :at, superseded_by = :successor "
+            f"WHERE namespace = :ns AND id = ANY(:ids)"
+        ),
+        {"ns": namespace, "ids": list(ids), "at": moment, "successor": successor},
+    )
+    return list(ids)
+
+
+async def superseding(
+    conn: AsyncConnection, table: str, namespace: str, ids: Sequence[int]
+) -> dict[int, list[int]]:
+    """For each fact of ``ids``, the facts it superseded (the reverse of superseded_by)."""
+    assert table in FACT_TABLES
+    result: dict[int, list[int]] = {i: [] for i in ids}
+    if not ids:
+        return result
+    rows = await conn.execute(
+        text(
+            f"SELECT superseded_by, id FROM {table} "
+            f"WHERE namespace = :ns AND superseded_by = ANY(:ids) ORDER BY id"
+        ),
+        {"ns": namespace, "ids": list(ids)},
+    )
+    for successor, predecessor in rows:
+        result[successor].append(predecessor)
+    return result
+
+
+def _shown(ids: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in ids[:10]) + (" ..." if len(ids) > 10 else "")
