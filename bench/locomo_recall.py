@@ -249,6 +249,7 @@ class Recall:
 async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]:
     samples = json.loads(path.read_text())
     recall = Recall()
+    dated_recall = Recall()  # the questions that name a date, apart: "all" stays all
     safety = BoostSafety()
     latencies: list[float] = []
     ingest_turns, ingest_seconds = 0, 0.0
@@ -314,7 +315,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                             )
                         if name == HYBRID and (period := question_period(qa["question"])):
                             ranked = [by_raw_id.get(h.id) for h in hits]
-                            recall.add(HYBRID, "dated", evidence, ranked)
+                            dated_recall.add(HYBRID, "dated", evidence, ranked)
                             dated = await memory.search(
                                 qa["question"],
                                 top_k=max(KS),
@@ -324,7 +325,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                                 until=period[1],
                             )
                             ranked = [by_raw_id.get(h.id) for h in dated]
-                            recall.add(DATED, "dated", evidence, ranked)
+                            dated_recall.add(DATED, "dated", evidence, ranked)
                     if reference:
                         ranked = await reference_search(
                             db, settings, embedder, namespace + "-plain", qa["question"]
@@ -333,7 +334,14 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                             REFERENCE, category, evidence, [plain_ids.get(i) for i in ranked]
                         )
     lines = report(
-        recall, settings, len(samples), questions, latencies, ingest_turns, ingest_seconds
+        recall,
+        dated_recall,
+        settings,
+        len(samples),
+        questions,
+        latencies,
+        ingest_turns,
+        ingest_seconds,
     )
     return [*lines[:-1], *safety.lines(), ""]
 
@@ -390,6 +398,7 @@ def describe(settings: Settings) -> str:
 
 def report(
     recall: Recall,
+    dated_recall: Recall,
     settings: Settings,
     conversations: int,
     questions: int,
@@ -426,7 +435,7 @@ def report(
     for mode in modes:
         row = " | ".join(f"{recall.mean(mode, (c, 10)):.1f}" for c in CATEGORIES.values())
         lines.append(f"| {mode} | {row} |")
-    dated = len(recall.values[DATED][("dated", 10)])
+    dated = len(dated_recall.values[DATED][("dated", 10)])
     if dated:
         lines += [
             "",
@@ -439,7 +448,7 @@ def report(
             "| --- | --- | --- | --- | --- |",
         ]
         for mode in (HYBRID, DATED):
-            row = " | ".join(f"{recall.mean(mode, ('dated', k)):.1f}" for k in KS)
+            row = " | ".join(f"{dated_recall.mean(mode, ('dated', k)):.1f}" for k in KS)
             lines.append(f"| {mode} | {row} |")
     lines += [
         "",

@@ -226,6 +226,18 @@ class RawDialogueStore:
         embeddings = await self._embed(rows)
         async with self.db.statement() as conn:
             stored = await conn.fetch(STORE_TURNS_SQL, *self._store_arguments(rows, embeddings))
+        if stored:  # seed 004's log line, one per call (a batch names its ids and sessions)
+            log.info(
+                "stored raw dialogue: ids %s (session %s)",
+                ",".join(str(r[0]) for r in stored[:20]) + ("..." if len(stored) > 20 else ""),
+                ",".join(sorted({r[1] for r in stored})[:5]),
+                extra={
+                    "event": "raw_dialogue_stored",
+                    "namespace": self.namespace,
+                    "ids": [r[0] for r in stored],
+                    "skipped": len(rows) - len(stored),
+                },
+            )
         return [
             RawDialogue(
                 id=r[0],

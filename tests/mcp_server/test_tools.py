@@ -143,6 +143,24 @@ async def test_an_item_archived_by_decay_is_reported_in_decayed_ids(mcp: Client)
     assert archived["reason"] == "DECAY_EVICTION"
 
 
+async def test_seed_000s_eviction_cases_over_stdio(mcp: Client) -> None:
+    """Seed 000's integration test through the tool: 15 adds into a capacity of 10 evict 5,
+    each reported with its stale row; a critical item (importance > 0.8) is never the one
+    evicted while others can be."""
+    critical = await call(mcp, "update_working_memory", content="allergic to nuts", importance=0.95)
+    results = [
+        await call(mcp, "update_working_memory", content=f"note {i}", importance=0.5)
+        for i in range(14)
+    ]
+    evicted = [r["evicted_id"] for r in results if r["evicted_id"] is not None]
+    assert len(evicted) == 5 and critical["added_id"] not in evicted
+    assert all(r["archived_id"] is not None for r in results if r["evicted_id"] is not None)
+    assert results[-1]["current_count"] == 10
+    stale = await read(mcp, "memory://stale-memory")
+    assert sorted(s["original_id"] for s in stale) == sorted(evicted)
+    assert {s["reason"] for s in stale} == {"LRU_EVICTION"}
+
+
 async def tool_error(mcp: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     """A failed call's ``{"error", "details", "tool"}``, as text and as structured content."""
     result = await mcp.call_tool(tool, arguments)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -160,3 +161,14 @@ async def test_extreme_dates_and_cursors_are_bad_input_not_errors(memory: Memory
 
     with pytest.raises(ValidationError, match="not a valid cursor"):
         await memory.raw.list(after=encode_cursor(datetime.now(UTC), 2**63))
+
+
+async def test_every_stored_turn_is_logged_at_info_without_its_content(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="gql_memory"):
+        turn = await memory.raw.store("logged-session", "user", "my secret plan")
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "raw_dialogue_stored"]
+    assert record.levelno == logging.INFO and record.ids == [turn.id]
+    assert f"ids {turn.id} (session logged-session)" in record.getMessage()
+    assert "secret" not in record.getMessage()
