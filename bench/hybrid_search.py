@@ -111,13 +111,17 @@ async def superseded_fifth(memory: Memory, rng: random.Random) -> list[str]:
                 "superseded_by = id + 1 WHERE id % 5 = 0 AND id < (SELECT max(id) FROM insights)"
             )
         )
-    async with memory.db.write() as conn:
-        await conn.execute(text("ANALYZE insights"))
+    # what autovacuum does once a fifth of a table changed (its default scale factor): without
+    # it, the first searches set hint bits on every updated row and measure that instead
+    async with memory.db.engine.connect() as raw:
+        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text("VACUUM ANALYZE insights"))
     after = await measure(memory, random.Random(queries_seed))
     return [
         "",
         "Facts that change (issue 14): the same queries with a fifth of the insights superseded "
-        "(a search of now filters them inside the index scans).",
+        "(a search of now filters them inside the index scans), after VACUUM ANALYZE as "
+        "autovacuum would run it.",
         "",
         "| insights | p50 ms | p95 ms |",
         "| --- | --- | --- |",

@@ -379,15 +379,14 @@ class Graph:
                     ),
                     {"ns": self.namespace, "id": edge.id, "ids": replaced},
                 )
-            await publish(
-                conn,
-                MemoryEvent(
-                    EventKind.EDGE_ADDED,
-                    self.namespace,
-                    ids=(edge.id, edge.source_id, edge.target_id),
-                ),
-            )
+            await self._publish_edge(conn, EventKind.EDGE_ADDED, edge)
         return edge
+
+    async def _publish_edge(self, conn: AsyncConnection, kind: EventKind, edge: Edge) -> None:
+        """An edge event names the edge, its source node and its target node."""
+        await publish(
+            conn, MemoryEvent(kind, self.namespace, ids=(edge.id, edge.source_id, edge.target_id))
+        )
 
     async def _resolve(
         self, conn: AsyncConnection, ref: NodeRef, field: str, create_missing: bool
@@ -436,14 +435,7 @@ class Graph:
                 )
             ).one()
             edge = Edge.from_row(row)
-            await publish(
-                conn,
-                MemoryEvent(
-                    EventKind.EDGE_INVALIDATED,
-                    self.namespace,
-                    ids=(edge.id, edge.source_id, edge.target_id),
-                ),
-            )
+            await self._publish_edge(conn, EventKind.EDGE_INVALIDATED, edge)
         return edge
 
     async def edge_supersedes(self, edge_ids: Sequence[int]) -> dict[int, list[int]]:
