@@ -143,3 +143,14 @@ def run_async(coroutine: Awaitable[T]) -> T:
     except ImportError:
         return asyncio.run(coroutine)  # type: ignore[arg-type]
     return uvloop.run(coroutine)  # type: ignore[arg-type]
+
+
+async def vacuum_analyze(db: Database, *tables: str) -> None:
+    """Settle tables as autovacuum would (visibility map, hint bits, statistics), so that
+    measurements neither race a background VACUUM nor run on plans for empty tables."""
+    from sqlalchemy import text
+
+    async with db.engine.connect() as raw:
+        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+        for table in tables:
+            await conn.execute(text(f"VACUUM ANALYZE {table}"))

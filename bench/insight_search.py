@@ -16,7 +16,7 @@ import time
 
 from sqlalchemy import text
 
-from bench.common import embedded_memory, percentile
+from bench.common import embedded_memory, percentile, vacuum_analyze
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.memory import Memory
 from gql_memory.memory.insights import InsightInput, search_sql
@@ -63,10 +63,7 @@ async def load(memory: Memory, count: int, rng: random.Random) -> None:
         )
     # settle the table as autovacuum would (visibility map, statistics), so that the
     # measurements do not race a background VACUUM of the freshly loaded rows
-    async with memory.db.engine.connect() as raw:
-        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
-        for table in ("insights", "nodes", "edges"):  # the automatic graph loaded too
-            await conn.execute(text(f"VACUUM ANALYZE {table}"))
+    await vacuum_analyze(memory.db, "insights", "nodes", "edges")  # the automatic graph too
 
 
 async def measure(memory: Memory, rng: random.Random) -> dict[str, float]:

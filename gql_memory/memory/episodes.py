@@ -202,7 +202,7 @@ class Episodes:
                         f"""
                         SELECT {_COLUMNS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity
                         FROM episodes
-                        WHERE namespace = :ns AND {valid_sql("episodes", as_of)}
+                        WHERE namespace = :ns AND {valid_sql("episodes", as_of is not None)}
                         ORDER BY embedding <=> CAST(:q AS vector)
                         LIMIT :k
                         """

@@ -12,6 +12,8 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gql_memory.memory.validity import valid_sql
+
 NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
 EDGE_COLUMNS = (
     "id, source_id, target_id, relation, weight, properties, created_at, valid_from, valid_to, "
@@ -130,16 +132,6 @@ _STEP_IN = """
                   AND {valid}"""
 
 
-def edge_valid(as_of: bool, alias: str = "e") -> str:
-    """The condition that edge ``alias`` is valid now (no future closing exists, so: not
-    closed), or at :as_of."""
-    if not as_of:
-        return f"{alias}.valid_to IS NULL"
-    return (
-        f"{alias}.valid_from <= :as_of AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of)"
-    )
-
-
 def _neighbors_sql(direction: Direction, by_relation: bool, as_of: bool) -> TextClause:
     """The traversal for one direction, with or without a relation filter, now or as of an
     instant. Each variant is its own statement, so PostgreSQL plans it once (a generic plan)
@@ -150,7 +142,7 @@ def _neighbors_sql(direction: Direction, by_relation: bool, as_of: bool) -> Text
         direction, [_STEP_OUT, _STEP_IN]
     )
     union = "\n                UNION ALL".join(
-        step.format(edge=edge, relation=relation, valid=edge_valid(as_of)) for step in steps
+        step.format(edge=edge, relation=relation, valid=valid_sql("e", as_of)) for step in steps
     )
     return text(_LEVELS.format(steps=union))
 
@@ -172,7 +164,7 @@ NEIGHBORS_SQL = {
 # before building one the search looks for the target one or two hops ahead and, if it is
 # there, records just the nodes the full levels would have recorded on the way to it.
 def _path_sql(as_of: bool) -> TextClause:
-    valid = edge_valid(as_of)
+    valid = valid_sql("e", as_of)
     return text(
         f"""
 WITH RECURSIVE target_edges AS MATERIALIZED (

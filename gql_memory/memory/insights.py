@@ -56,7 +56,7 @@ SELECT i.id, i.content, i.source_ids, i.metadata, i.created_at, i.valid_from, i.
        i.superseded_by, {SUPERSEDES_SQL} AS supersedes,
        1 - (i.embedding <=> CAST(:q AS vector)) AS score
 FROM insights i
-WHERE i.namespace = :ns AND {valid_sql("i", as_of)}
+WHERE i.namespace = :ns AND {valid_sql("i", as_of is not None)}
 ORDER BY i.embedding <=> CAST(:q AS vector)
 LIMIT :k
 """

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gql_memory.memory.decay import ATTENTION_SQL
-from gql_memory.memory.graph_sql import edge_valid
+from gql_memory.memory.validity import valid_sql
 
 
 class MemoryLayer(enum.Enum):
@@ -41,13 +41,7 @@ class _Layer:
             if when.until:
                 conditions.append(f"{alias}.timestamp <= :until")
             return " AND ".join(conditions) or "true"
-        if not when.as_of:
-            conditions = [f"{alias}.valid_to IS NULL"]
-        else:
-            conditions = [
-                f"{alias}.valid_from <= :as_of",
-                f"({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of)",
-            ]
+        conditions = [valid_sql(alias, when.as_of)]
         if when.since:
             conditions.append(f"({alias}.valid_to IS NULL OR {alias}.valid_to > :since)")
         if when.until:
@@ -222,7 +216,7 @@ def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
     """
     chosen = list(layers)
     when = when if isinstance(when, When) else When(as_of=when)
-    edge = edge_valid(when.as_of)
+    edge = valid_sql("e", when.as_of)
 
     lender_nodes = "\n        UNION ALL ".join(
         f"SELECT l.layer, l.id, l.score, n.id AS node_id FROM lenders l JOIN nodes n "

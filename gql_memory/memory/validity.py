@@ -23,12 +23,18 @@ MAX_SUPERSEDES = 100
 VALIDITY_COLUMNS = "valid_from, valid_to, superseded_by"
 
 
-def require_instant(value: Any, field: str) -> datetime:
-    """A timezone-aware instant no later than now."""
+def require_aware(value: Any, field: str) -> datetime:
+    """A date-time with a timezone (a naive one would be read in the server's zone)."""
     if not isinstance(value, datetime):
         raise ValidationError(f"{field} must be a date-time")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(f"{field} must carry a timezone (e.g. 2026-01-31T09:00:00Z)")
+    return value
+
+
+def require_instant(value: Any, field: str) -> datetime:
+    """A timezone-aware instant no later than now."""
+    value = require_aware(value, field)
     if value > datetime.now(UTC):
         raise ValidationError(f"{field} must not be in the future")
     return value
@@ -44,23 +50,20 @@ def require_period(
     since: datetime | None, until: datetime | None
 ) -> tuple[datetime | None, datetime | None]:
     """A period to limit a search to: either end may be open; since no later than until."""
-    for value, field in ((since, "since"), (until, "until")):
-        if value is not None and (
-            not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None
-        ):
-            raise ValidationError(f"{field} must be a date-time with a timezone")
+    since = None if since is None else require_aware(since, "since")
+    until = None if until is None else require_aware(until, "until")
     if since is not None and until is not None and since > until:
         raise ValidationError("since must not be later than until")
     return since, until
 
 
-def valid_sql(alias: str, as_of: datetime | None, param: str = "as_of") -> str:
-    """The SQL condition that row ``alias`` of a fact table is valid now, or at :param."""
-    if as_of is None:
+def valid_sql(alias: str, as_of: bool) -> str:
+    """The SQL condition that row ``alias`` of a fact table (insights, episodes, edges) is
+    valid now (no fact is closed in the future, so: not closed), or at :as_of."""
+    if not as_of:
         return f"{alias}.valid_to IS NULL"
     return (
-        f"{alias}.valid_from <= :{param} "
-        f"AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :{param})"
+        f"{alias}.valid_from <= :as_of AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of)"
     )
 
 
