@@ -177,6 +177,22 @@ def turn_document(previous: str | None, current: str) -> str:
     return f"{previous[:CONTEXT_PREVIOUS_CHARS]}\n{current}"
 
 
+def _log_decayed(namespace: str, decayed: Sequence[int]) -> None:
+    """Seed 000's log line for the working memory that storing turns let decay (the turns
+    are write events of their sessions, migration 0012): ids and reason, never content."""
+    if decayed:
+        log.info(
+            "working memory %s archived to stale (DECAY_EVICTION, stored turns)",
+            list(decayed),
+            extra={
+                "event": "working_memory_decay",
+                "namespace": namespace,
+                "reason": "DECAY_EVICTION",
+                "original_ids": list(decayed),
+            },
+        )
+
+
 class RawDialogueStore:
     """Store and read raw dialogue turns of one namespace."""
 
@@ -238,6 +254,7 @@ class RawDialogueStore:
                     "skipped": len(rows) - len(stored),
                 },
             )
+            _log_decayed(self.namespace, stored[0][6])
         return [
             RawDialogue(
                 id=r[0],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -66,6 +67,23 @@ async def test_items_below_threshold_are_decay_evicted_and_archived(memory: Memo
     assert await memory.working.get(added.added_id) is None
     [archived] = (await memory.stale.list(reason=ArchiveReason.DECAY_EVICTION)).items
     assert (archived.original_id, archived.original_content) == (added.added_id, "fleeting")
+
+
+async def test_decay_by_stored_turns_is_logged_with_ids_and_reason(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    added = await memory.working.add("fleeting secret", importance=0.5)
+    await events(memory, 24)
+    with caplog.at_level(logging.INFO, logger="gql_memory"):
+        await events(memory, 1)  # this turn's sweep archives the item
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "working_memory_decay"]
+    assert record.levelno == logging.INFO
+    assert (record.reason, record.original_ids) == ("DECAY_EVICTION", [added.added_id])
+    assert "secret" not in record.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="gql_memory"):
+        await events(memory, 1)  # nothing left to decay: no decay line
+    assert not [r for r in caplog.records if getattr(r, "event", None) == "working_memory_decay"]
 
 
 async def test_critical_items_never_decay_away(memory: Memory) -> None:
