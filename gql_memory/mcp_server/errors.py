@@ -45,6 +45,10 @@ KINDS: dict[type[GqlMemoryError], str] = {
 }
 
 
+# What ``failure`` maps by kind; unwrapping stops at the first of these.
+KNOWN = (ArgumentError, GqlMemoryError, SQLAlchemyError)
+
+
 def failure(exc: BaseException) -> tuple[str, str]:
     """(error, details) for an exception raised while serving a call or a read."""
     if isinstance(exc, ArgumentError):
@@ -62,8 +66,10 @@ def failure(exc: BaseException) -> tuple[str, str]:
 
 
 def _root_cause(exc: BaseException) -> BaseException:
-    """The exception the SDK's wrappers (``Error executing tool …``) were raised from."""
-    while exc.__cause__ is not None:
+    """The exception the SDK's wrappers (``Error executing tool …``) were raised from: the
+    first of ours or of the database layer, which ``failure`` knows (not the driver's error
+    under it, which the database layer wrapped on purpose)."""
+    while exc.__cause__ is not None and not isinstance(exc, KNOWN):
         exc = exc.__cause__
     return exc
 
