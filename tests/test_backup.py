@@ -1,4 +1,5 @@
-"""The README's "Backup and restore" commands, run as written against real embedded servers.
+"""The "Backup and restore" commands of docs/operations.md, run as written against real
+embedded servers.
 
 The commands name root's default data dir: ``DATA=/var/lib/gql-memory`` (the server to back
 up) and ``NEW=/var/lib/gql-memory-restored`` (the restore target). The test rewrites exactly
@@ -24,15 +25,15 @@ from gql_memory.config import Settings
 from tests.conftest import ROOT, serving
 from tests.processes import embedded_url
 
-SECTION = "### Backup and restore"
+SECTION = "## Backup and restore"
 README_PATHS = {"DATA": "/var/lib/gql-memory", "NEW": "/var/lib/gql-memory-restored"}
 
 
 def backup_section() -> str:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index(SECTION)
-    end = re.compile(r"^##", re.M).search(readme, start + len(SECTION))
-    return readme[start : end.start() if end else len(readme)]
+    page = (ROOT / "docs" / "operations.md").read_text()
+    start = page.index(SECTION)
+    end = re.compile(r"^##", re.M).search(page, start + len(SECTION))
+    return page[start : end.start() if end else len(page)]
 
 
 def bash_blocks(section: str) -> list[str]:
@@ -44,7 +45,7 @@ def with_paths(block: str, paths: dict[str, Path]) -> str:
     for name, path in paths.items():
         assignment = re.compile(rf"^{name}={re.escape(README_PATHS[name])}(?=\s)", re.M)
         block, count = assignment.subn(f"{name}={path}", block)
-        assert count == 1, f"the README block no longer assigns {name}={README_PATHS[name]}"
+        assert count == 1, f"the docs block no longer assigns {name}={README_PATHS[name]}"
     return block
 
 

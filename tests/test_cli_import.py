@@ -128,3 +128,17 @@ async def test_concurrent_import_commands_store_each_turn_once(
     async with db.read() as conn:
         count = await conn.scalar(text("SELECT count(*) FROM raw_dialogue"))
     assert count == 1500
+
+
+async def test_import_summary_counts_in_the_singular_too(
+    tmp_path: Path, db: Database, database_url: str
+) -> None:
+    await truncate_all(db)
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"sessionId": "solo", "speaker": "user", "content": "Hi"}\n')
+    done = gql_memory("import", str(path), "--namespace", "one", database_url=database_url)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "imported 1 of 1 turn (0 already present) in 1 session of namespace 'one' "
+        "from jsonl in 1 batch, "
+    ) in done.stdout

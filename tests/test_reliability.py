@@ -311,4 +311,4 @@ async def test_sigterm_drains_in_flight_requests_and_stops_the_database(scratch_
 def test_no_server_process_is_left_behind() -> None:
     """A guard for the tests above: every serve they started has exited."""
     children = psutil.Process(os.getpid()).children(recursive=True)
-    assert not [p for p in children if process_alive(p.pid) and "serve" in " ".join(p.cmdline())]
+    assert not [p for p in children if process_alive(p.pid) and "serve" in p.cmdline()]

@@ -113,8 +113,8 @@ async def upgrade(
             f"Migrating the database was refused: {cause}. The DATABASE_URL user must own "
             f"the schema, and to create the role {database_role!r} (row-level security) it "
             f'needs CREATEROLE — or a DBA creates it first: CREATE ROLE "{database_role}" '
-            "NOLOGIN NOSUPERUSER NOBYPASSRLS; (README: Row-level security). Nothing was "
-            "changed."
+            "NOLOGIN NOSUPERUSER NOBYPASSRLS; (docs/operations.md: Row-level security). "
+            "Nothing was changed."
         ) from exc
 
 

@@ -77,13 +77,6 @@ class ImportSummary:
     batches: int
     seconds: float
 
-    def line(self, namespace: str) -> str:
-        return (
-            f"imported {self.stored} of {self.read} turns ({self.skipped} already present) "
-            f"in {self.sessions} sessions of namespace '{namespace}' from {self.format.value} "
-            f"in {self.batches} batches, {self.seconds:.1f} s"
-        )
-
 
 class ImportStoppedError(GqlMemoryError):
     """Writing stopped part-way (the database refused a batch); the message names the file

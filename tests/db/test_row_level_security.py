@@ -193,7 +193,7 @@ async def test_a_dba_provisioned_login_runs_as_the_role(
     settings: Settings, db: Database, filled: list[str]
 ) -> None:
     """GQL_MEMORY_APP_DATABASE_URL: a login a DBA made a member of gql_memory_app (the
-    README's recipe); the server's connections become the role at their start."""
+    recipe of docs/operations.md); the server's connections become the role at their start."""
     async with db.write() as conn:
         await conn.execute(
             text(

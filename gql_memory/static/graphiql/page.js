@@ -1,0 +1,82 @@
+// GraphiQL for gql-memory: strawberry's page (graphiql.html), served with its bundles from
+// this server. Queries and mutations go over HTTP with the headers editor's headers (put
+// {"Authorization": "Bearer <key>"} there); subscriptions go over graphql-transport-ws, whose
+// connection_init payload carries the same headers. `defaultHeaders` comes from the page.
+/* global React, ReactDOM, GraphiQL, GraphiQLPluginExplorer, defaultHeaders */
+"use strict";
+
+const EXAMPLE_QUERY = `# Welcome to GraphiQL for gql-memory
+#
+# Put your API key in the Headers tab below:
+#
+#     {"Authorization": "Bearer gqlm_..."}
+#
+# then run a query with Ctrl-Enter (or the play button), e.g.:
+
+{
+  stats {
+    workingMemory
+    staleMemory
+    insights
+    nodes
+  }
+}
+`;
+
+// The query and variables live in the URL, so a link shares them (headers never do).
+const parameters = Object.fromEntries(new URLSearchParams(window.location.search));
+
+function updateURL(data) {
+  Object.assign(parameters, data);
+  const search = new URLSearchParams(
+    Object.entries(parameters).filter(([, value]) => Boolean(value)),
+  ).toString();
+  history.replaceState(null, "", search ? `?${search}` : window.location.pathname);
+}
+
+const fetchURL = window.location.href.split("?")[0];
+
+function webSocketURL(url) {
+  const parsed = new URL(url);
+  parsed.protocol = parsed.protocol === "https:" ? "wss:" : "ws:";
+  parsed.hash = "";
+  return parsed.toString();
+}
+
+const fetcher = GraphiQL.createFetcher({
+  url: fetchURL,
+  headers: defaultHeaders,
+  subscriptionUrl: webSocketURL(fetchURL),
+});
+
+function GraphiQLWithExplorer() {
+  const [query, setQuery] = React.useState(parameters.q || EXAMPLE_QUERY);
+  const [variables, setVariables] = React.useState(parameters.variables);
+
+  function onEditQuery(newQuery) {
+    setQuery(newQuery);
+    updateURL({ q: newQuery });
+  }
+
+  function onEditVariables(newVariables) {
+    setVariables(newVariables);
+    updateURL({ variables: newVariables });
+  }
+
+  return React.createElement(GraphiQL, {
+    fetcher,
+    defaultEditorToolsVisibility: true,
+    plugins: [GraphiQLPluginExplorer.explorerPlugin()],
+    query,
+    variables,
+    onEditQuery,
+    onEditVariables,
+    inputValueDeprecation: true,
+    isHeadersEditorEnabled: true,
+    shouldPersistHeaders: true,
+  });
+}
+
+ReactDOM.createRoot(document.getElementById("graphiql")).render(
+  React.createElement(GraphiQLWithExplorer),
+);

@@ -1,0 +1,268 @@
+"""The memory dashboard in a real browser that can reach 127.0.0.1 only, against a server
+that requires API keys and runs only trusted documents (the dashboard's manifest, merged with
+this module's own documents as an operator would merge their app's)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+from selenium.webdriver.support.wait import WebDriverWait
+
+from gql_memory.auth import ApiKeyStore
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.ui import DASHBOARD_MANIFEST
+from tests.browser.conftest import console_errors, not_local, requests_sent, save_screenshot
+from tests.browser.documents import manifest_for
+from tests.conftest import LiveServer, private_temp_dir, serving, truncate_all
+
+# The documents this module writes with (the dashboard only reads).
+ADD = """mutation Add($s: String!, $c: String!, $i: Float!, $k: RefKind, $r: ID) {
+  addWorkingMemory(input: {sessionId: $s, content: $c, importance: $i, refKind: $k, refId: $r}) {
+    addedId
+  }
+}"""
+TURN = """mutation Turn($s: String!, $c: String!) {
+  storeRawDialogue(input: {sessionId: $s, speaker: "user", content: $c}) { id }
+}"""
+ACCESS = "mutation Access($id: ID!) { accessWorkingMemory(id: $id) { id } }"
+ARCHIVE = "mutation Archive($id: ID!) { archiveWorkingMemory(id: $id) { id } }"
+INSIGHT = "mutation Insight($c: String!) { addInsight(input: {content: $c}) { id } }"
+EDGE = """mutation Edge($r: String!, $sl: String!, $sn: String!, $tl: String!, $tn: String!) {
+  addEdge(input: {relation: $r, source: {label: $sl, name: $sn},
+                  target: {label: $tl, name: $tn}, createMissing: true}) { sourceId targetId }
+}"""
+CAPACITY = 6
+CONNECT_S = 20  # the first load of the page and its streams, on a busy machine
+LIVE_S = 1  # the bound the dashboard's live updates are held to
+
+
+@pytest.fixture(scope="module")
+def trusted_manifest() -> Iterator[Path]:
+    """The dashboard's manifest merged with this module's documents."""
+    root = private_temp_dir()
+    documents = json.loads(DASHBOARD_MANIFEST.read_text(encoding="utf-8"))
+    documents |= manifest_for(
+        {
+            "ADD": ADD,
+            "TURN": TURN,
+            "ACCESS": ACCESS,
+            "ARCHIVE": ARCHIVE,
+            "INSIGHT": INSIGHT,
+            "EDGE": EDGE,
+        }
+    )
+    path = root / "trusted-documents.json"
+    path.write_text(json.dumps(documents), encoding="utf-8")
+    yield path
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def trusted_live(settings: Settings, trusted_manifest: Path) -> AsyncIterator[LiveServer]:
+    trusted = settings.with_overrides(
+        auth="required",
+        trusted_documents=trusted_manifest,
+        trusted_documents_only=True,
+        working_memory_capacity=CAPACITY,
+    )
+    async with serving(trusted) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def operator(
+    trusted_live: LiveServer, db: Database, key_store: ApiKeyStore
+) -> tuple[LiveServer, str]:
+    """The server on an emptied database with a writer's key attached, and the read-only key
+    of the same namespace that the dashboard is given (it only reads)."""
+    await truncate_all(db)
+    writer = (await key_store.create("demo", "read,write")).secret
+    reader = (await key_store.create("demo", "read")).secret
+    return trusted_live.with_key(writer), reader
+
+
+def connect(driver: WebDriver, base_url: str, key: str) -> None:
+    """The dashboard open, the key entered, both its subscriptions live."""
+    driver.get(f"{base_url}/dashboard")
+    field = WebDriverWait(driver, CONNECT_S).until(lambda d: d.find_element(By.ID, "api-key"))
+    field.clear()
+    field.send_keys(key)
+    driver.find_element(By.CSS_SELECTOR, "#key-form button[type=submit]").click()
+    WebDriverWait(driver, CONNECT_S, poll_frequency=0.05).until(
+        lambda d: d.find_element(By.ID, "live-status").get_attribute("data-state") == "live"
+    )
+
+
+def texts(driver: WebDriver, selector: str, attribute: str = "textContent") -> list[str]:
+    """An attribute of every element ``selector`` matches, read at once (the views re-render
+    as events arrive, so elements found one call earlier may be gone)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e[arguments[1]] ??"
+        " e.getAttribute(arguments[1]));",
+        selector,
+        attribute,
+    )
+
+
+def shown_items(driver: WebDriver) -> list[str]:
+    """Ids of the working-memory rows of the focused session."""
+    return texts(driver, "#working-items tr.item", "data-id")
+
+
+async def test_an_item_added_through_the_api_appears_within_a_second(
+    browser: WebDriver, operator: tuple[LiveServer, str]
+) -> None:
+    api, key = operator
+    await asyncio.to_thread(connect, browser, api.base_url, key)
+
+    added = await api.data(ADD, {"s": "default", "c": "Ship the dashboard", "i": 0.9})
+    item_id = added["addWorkingMemory"]["addedId"]
+
+    await asyncio.to_thread(
+        WebDriverWait(browser, LIVE_S, poll_frequency=0.02).until,
+        lambda d: item_id in shown_items(d),
+    )
+    assert key not in browser.current_url
+    assert browser.execute_script("return sessionStorage.getItem('gql-memory.apiKey')") == key
+    sent = requests_sent(browser)
+    assert not not_local(sent)
+    operations = [json.loads(r["body"]) for r in sent if r["url"].endswith("/graphql")]
+    assert operations and all(
+        set(operation) == {"documentId", "variables"} for operation in operations
+    )
+    assert all(r["url"].find(key) < 0 for r in sent)
+    assert not console_errors(browser)
+
+
+async def seed(api: LiveServer) -> dict[str, Any]:
+    """A namespace worth looking at: three sessions (one over capacity), archived items,
+    insights, a small graph, and working-memory items that boost search hits."""
+
+    async def add(session: str, content: str, importance: float, **ref: Any) -> str:
+        variables = {"s": session, "c": content, "i": importance, **ref}
+        return (await api.data(ADD, variables))["addWorkingMemory"]["addedId"]
+
+    insights = []
+    for content in (
+        "Ada deploys gql-memory to eu-west-1 every Friday",
+        "The eu-west-1 deploy needs the pgvector extension enabled",
+        "Deploys are rolled back when the health check fails twice",
+        "Ada prefers concise answers with the code first",
+    ):
+        insights.append((await api.data(INSIGHT, {"c": content}))["addInsight"]["id"])
+    edges = [
+        ("works_on", "Person", "Ada", "Project", "gql-memory"),
+        ("runs_on", "Project", "gql-memory", "Database", "PostgreSQL"),
+        ("extended_by", "Database", "PostgreSQL", "Extension", "pgvector"),
+        ("deployed_to", "Project", "gql-memory", "Region", "eu-west-1"),
+        ("reviews", "Person", "Grace", "Project", "gql-memory"),
+    ]
+    node_ids = {}
+    for relation, source_label, source, target_label, target in edges:
+        variables = {"r": relation, "sl": source_label, "sn": source, "tl": target_label}
+        edge = (await api.data(EDGE, {**variables, "tn": target}))["addEdge"]
+        node_ids[source], node_ids[target] = edge["sourceId"], edge["targetId"]
+
+    await add("default", "Check the health check thresholds", 0.3)
+    await add("default", "User prefers concise answers", 0.5)
+    await add("default", "Ada is reviewing the deploy", 0.6, k="NODE", r=node_ids["Ada"])
+    deploy = await add("default", "Deploy to eu-west-1 on Friday", 0.7, k="INSIGHT", r=insights[0])
+    await add("default", "Ship the dashboard for issue 15", 0.9)
+    for turn in ("When is the next deploy?", "Friday, to eu-west-1."):
+        await api.data(TURN, {"s": "default", "c": turn})
+    await api.data(ACCESS, {"id": deploy})
+
+    research = [
+        await add("research", f"Paper {n}: {topic}", 0.4 + n / 20)
+        for n, topic in enumerate(
+            [
+                "RRF versus DBSF fusion",
+                "event-based decay",
+                "graph propagation",
+                "HNSW recall at 100k",
+                "text search under RLS",
+                "episodic memory",
+                "working-memory capacity",
+                "causal boosts",
+            ]
+        )
+    ]
+    await api.data(ARCHIVE, {"id": research[-1]})
+    await add("support", "Customer asks for an export", 0.5)
+    await add("support", "Export runs nightly", 0.4)
+    await api.data(TURN, {"s": "support", "c": "Can I export my memories?"})
+    return {"centre": node_ids["gql-memory"]}
+
+
+async def test_the_dashboard_shows_sessions_stale_memory_search_and_the_graph(
+    browser: WebDriver, operator: tuple[LiveServer, str]
+) -> None:
+    api, key = operator
+    seeded = await seed(api)
+
+    def scenario() -> dict[str, Any]:
+        connect(browser, api.base_url, key)
+        wait = WebDriverWait(browser, CONNECT_S, poll_frequency=0.05)
+        sessions = wait.until(lambda d: session_fills(d) if len(session_fills(d)) == 3 else None)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#stale-items tr[data-id]")))
+        reasons = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#stale-items .reason")]
+        Select(browser.find_element(By.ID, "graph-node")).select_by_value(seeded["centre"])
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph-canvas .node")) >= 5)
+        graph = texts(browser, "#graph-canvas .node .label")
+        query = browser.find_element(By.CSS_SELECTOR, "#search-form input[name=query]")
+        query.send_keys("deploy eu-west-1")
+        browser.find_element(By.CSS_SELECTOR, "#search-form button[type=submit]").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#search-results .hit")) >= 2)
+        explanation = texts(browser, "#search-results .hit:first-child dt")
+        save_screenshot(browser, "dashboard", full_page=True)
+        return {
+            "sessions": sessions,
+            "reasons": reasons,
+            "graph": graph,
+            "explanation": explanation,
+        }
+
+    shown = await asyncio.to_thread(scenario)
+    assert shown["sessions"] == {
+        "default": f"5/{CAPACITY}",
+        "research": f"{CAPACITY - 1}/{CAPACITY}",
+        "support": f"2/{CAPACITY}",
+    }
+    assert sorted(shown["reasons"]) == ["archived", "evicted (capacity)", "evicted (capacity)"]
+    assert {"gql-memory", "Ada", "PostgreSQL", "pgvector", "eu-west-1"} <= set(shown["graph"])
+    assert shown["explanation"] == [
+        "vector rank",
+        "text rank",
+        "RRF",
+        "fused",
+        "graph boost",
+        "session boost",
+        "causal boost",
+        "final",
+    ]
+    # another session changes: memoryEvents tells the page, which refetches that session
+    await api.data(ADD, {"s": "support", "c": "Export sent", "i": 0.5})
+    await asyncio.to_thread(
+        WebDriverWait(browser, LIVE_S, poll_frequency=0.02).until,
+        lambda d: session_fills(d).get("support") == f"3/{CAPACITY}",
+    )
+    assert not not_local(requests_sent(browser))
+    assert not console_errors(browser)
+
+
+def session_fills(driver: WebDriver) -> dict[str, str]:
+    """Session -> "n/capacity" as the session list shows it."""
+    names = texts(driver, "#session-list .session button")
+    counts = texts(driver, "#session-list .session .count")
+    return dict(zip(names, counts, strict=True))
