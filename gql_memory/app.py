@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from gql_memory import ui
 from gql_memory.api.auth import Authenticator
 from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
@@ -29,6 +30,7 @@ from gql_memory.db.embedded import (
 )
 from gql_memory.db.fair import FairShare
 from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
+from gql_memory.db.replicas import ReadReplicas
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.event_hub import EventHub
@@ -54,19 +56,30 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: the database answers and its schema is at the newest migration."""
+    """Readiness: the database answers and its schema is at the newest migration.
+
+    With read replicas, a primary that does not answer while a replica does is "read-only":
+    200, because queries are still served (writes get SERVICE_UNAVAILABLE); 503 only when
+    no server can answer. The replicas' state is their last check's."""
     db: Database = request.app.state.db
+    primary = Database(db.engine)  # the primary itself, whatever the read routing says
+    replicas: dict[str, dict[str, int]] = {}
+    if db.replicas is not None:
+        up = sum(1 for replica in db.replicas.replicas if replica.up)
+        replicas = {"replicas": {"up": up, "total": len(db.replicas.replicas)}}
     try:
         async with asyncio.timeout(3):
-            async with db.read() as conn:
+            async with primary.read() as conn:
                 await conn.execute(text("SELECT 1"))
-            current = await is_current(db)
+            current = await is_current(primary)
     except Exception as exc:  # any failure means "not ready"; say why without internals
         log.warning("readiness check failed: %s", exc)
-        return JSONResponse({"status": "unavailable", "database": "unreachable"}, 503)
+        if replicas and replicas["replicas"]["up"]:
+            return JSONResponse({"status": "read-only", "database": "unreachable", **replicas})
+        return JSONResponse({"status": "unavailable", "database": "unreachable", **replicas}, 503)
     if not current:
         return JSONResponse({"status": "unavailable", "database": "migrations pending"}, 503)
-    return JSONResponse({"status": "ok", "database": "ok"})
+    return JSONResponse({"status": "ok", "database": "ok", **replicas})
 
 
 async def metrics_endpoint(request: Request) -> Response:
@@ -136,6 +149,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await owner.dispose()
             db = Database.from_url(app_url, settings, role=role)
             metrics.instrument_pool(db.engine, settings)
+            if settings.read_database_urls:
+                # queries read on the replicas (as the same role, under the same policies)
+                replicas = ReadReplicas.for_settings(
+                    settings, db.engine, role=role, observer=metrics
+                )
+                db = db.with_replicas(replicas)
+                await replicas.start()
             verifier = KeyVerifier.for_settings(db, settings)
             # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its open
             # subscriptions and its cached verdict at once.
@@ -148,6 +168,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             live = settings.live_events
             if live:
                 # Live events: this process's subscribers, fed by its one LISTEN connection.
+                # On the primary, never a replica: NOTIFY is not replicated to standbys.
                 listener = EventListener(app_url, hub, settings, observer=metrics, role=role)
                 await listener.start()
             app.state.db = db
@@ -190,6 +211,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     ]
     if settings.metrics:
         routes.append(Route("/metrics", metrics_endpoint))
+    routes += ui.routes(settings)  # GraphiQL's bundles, the dashboard
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -151,6 +151,37 @@ class Settings(BaseSettings):
         "member of, database_role); unset: DATABASE_URL, or the embedded server's own "
         "login for that role. Migrations and admin commands always use DATABASE_URL.",
     )
+    read_database_url: str | None = Field(
+        default=None,
+        description="Read replicas (streaming hot standbys of DATABASE_URL): one PostgreSQL "
+        "URL or a comma-separated list, balanced round-robin. Queries and library and MCP "
+        "reads go there; mutations, LISTEN and migrations stay on the primary. Unset: "
+        "everything on the primary.",
+    )
+    replica_max_lag_s: float = Field(
+        default=5.0,
+        gt=0.0,
+        le=3600.0,
+        description="A replica further behind the primary than this is skipped (its reads go "
+        "to the primary) until it catches up. While the primary is down, replicas serve "
+        "whatever their lag.",
+    )
+    read_after_lsn_wait_s: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=30.0,
+        description="A read that must see a commit position (X-Read-After-LSN, "
+        "extensions.readAfterLsn, the library's own last write) waits up to this long for "
+        "a replica to replay it, then reads from the primary.",
+    )
+    replica_check_interval_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=60.0,
+        description="How often each server process checks the primary and every replica "
+        "(reachable, replay position, lag); a primary found down refuses writes at once "
+        "with SERVICE_UNAVAILABLE until a check finds it back.",
+    )
     database_role: str = Field(
         default=DEFAULT_DATABASE_ROLE,
         pattern=r"^[a-z_][a-z0-9_]{0,62}$",
@@ -311,6 +342,11 @@ class Settings(BaseSettings):
     )
     api_key_cache_size: int = Field(default=10_000, ge=1, description="Keys kept in the cache.")
     graphiql: bool = Field(default=True, description="Serve the GraphiQL IDE at /graphql.")
+    dashboard: bool = Field(
+        default=True,
+        description="Serve the memory dashboard at /dashboard/ (a static page that asks "
+        "for an API key and keeps it in the browser tab).",
+    )
     introspection: bool = Field(default=True, description="Allow schema introspection.")
     max_document_chars: int = Field(
         default=256 * 1024,
@@ -549,10 +585,15 @@ class Settings(BaseSettings):
         """Accept the usual ``postgres://`` spellings and use the asyncpg driver."""
         if not value:
             return None
-        for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
-            if value.startswith(prefix):
-                return "postgresql+asyncpg://" + value[len(prefix) :]
-        raise ValueError("DATABASE_URL must start with postgresql:// (or postgres://)")
+        return _asyncpg_url(value)
+
+    @field_validator("read_database_url")
+    @classmethod
+    def _asyncpg_urls(cls, value: str | None) -> str | None:
+        """Each URL of the comma-separated list, as for DATABASE_URL."""
+        urls = [url.strip() for url in (value or "").split(",") if url.strip()]
+        setting = "each URL of GQL_MEMORY_READ_DATABASE_URL"
+        return ",".join(_asyncpg_url(url, setting) for url in urls) or None
 
     @classmethod
     def settings_customise_sources(
@@ -575,6 +616,11 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     @property
+    def read_database_urls(self) -> list[str]:
+        """The read replicas' URLs (empty: every read on the primary)."""
+        return self.read_database_url.split(",") if self.read_database_url else []
+
+    @property
     def namespace_slots(self) -> int:
         """The effective per-namespace transaction limit (see namespace_concurrency)."""
         return self.namespace_concurrency or max(1, (self.db_pool_size + self.db_max_overflow) // 2)
@@ -584,6 +630,13 @@ class Settings(BaseSettings):
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
         return Settings.model_validate(data)
+
+
+def _asyncpg_url(value: str, setting: str = "DATABASE_URL") -> str:
+    for prefix in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if value.startswith(prefix):
+            return "postgresql+asyncpg://" + value[len(prefix) :]
+    raise ValueError(f"{setting} must start with postgresql:// (or postgres://)")
 
 
 def config_file_source(settings_cls: type[BaseSettings], path: Path) -> PydanticBaseSettingsSource:
@@ -697,7 +750,9 @@ def _refuse_unknown_settings(
 
 
 # Settings whose values may carry credentials: an error shows them masked.
-_SECRET_SETTINGS = frozenset({"database_url", "app_database_url", "openai_api_key"})
+_SECRET_SETTINGS = frozenset(
+    {"database_url", "app_database_url", "read_database_url", "openai_api_key"}
+)
 _SHOWN_VALUE_CHARS = 80
 
 

@@ -29,9 +29,20 @@ class NotFoundError(GqlMemoryError, LookupError):
 
 
 class ServiceUnavailableError(GqlMemoryError):
-    """A dependency (database, embedding provider) is unavailable right now."""
+    """A dependency (database, embedding provider) is unavailable right now; with
+    ``retry_after_s``, when trying again makes sense (``extensions.retryAfterMs``)."""
 
     code = "SERVICE_UNAVAILABLE"
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    @property
+    def extensions(self) -> dict[str, object]:
+        if self.retry_after_s is None:
+            return {}
+        return {"retryAfterMs": max(1, math.ceil(self.retry_after_s * 1000))}
 
 
 class ConfigurationError(GqlMemoryError):

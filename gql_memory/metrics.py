@@ -145,6 +145,44 @@ class Metrics:
             registry=r,
         )
 
+        # read replicas (GQL_MEMORY_READ_DATABASE_URL); none of these appear without them
+        self.server_up = Gauge(
+            "gql_memory_database_up",
+            "1 while the last check reached the server (primary, or a replica that is a "
+            "standby); only with read replicas configured.",
+            ["server"],
+            multiprocess_mode="livemin",
+            registry=r,
+        )
+        self.replica_lag = Gauge(
+            "gql_memory_replica_lag_seconds",
+            "How long ago the primary had written what the replica has not replayed yet.",
+            ["server"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.reads = Counter(
+            "gql_memory_db_reads",
+            "Read transactions by the server that ran them (primary or a replica); only with "
+            "read replicas configured.",
+            ["server"],
+            registry=r,
+        )
+        self.read_fallbacks = Counter(
+            "gql_memory_replica_fallbacks",
+            "Reads sent to the primary because no replica could serve them: unavailable "
+            "(down), lagging (beyond GQL_MEMORY_REPLICA_MAX_LAG_S), lsn_timeout (the requested "
+            "position was not replayed within GQL_MEMORY_READ_AFTER_LSN_WAIT_S).",
+            ["reason"],
+            registry=r,
+        )
+        self.read_waits = Counter(
+            "gql_memory_replica_lsn_waits",
+            "Reads that waited for a replica to replay a requested commit position.",
+            ["server"],
+            registry=r,
+        )
+
     # --- exposition ----------------------------------------------------------------------
 
     def exposition(self) -> tuple[bytes, str]:
@@ -176,6 +214,22 @@ class Metrics:
 
         event.listen(engine.sync_engine, "checkout", checkout)
         event.listen(engine.sync_engine, "checkin", checkin)
+
+    # --- ReplicaObserver (gql_memory.db.replicas) ----------------------------------------
+
+    def server_checked(self, server: str, up: bool, lag_s: float | None) -> None:
+        self.server_up.labels(server).set(1 if up else 0)
+        if lag_s is not None:
+            self.replica_lag.labels(server).set(lag_s)
+
+    def read_served(self, server: str) -> None:
+        self.reads.labels(server).inc()
+
+    def read_fell_back(self, reason: str) -> None:
+        self.read_fallbacks.labels(reason).inc()
+
+    def read_waited(self, server: str) -> None:
+        self.read_waits.labels(server).inc()
 
     # --- embeddings ----------------------------------------------------------------------
 

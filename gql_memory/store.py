@@ -9,7 +9,8 @@
 ``AsyncMemoryStore`` is the implementation; ``MemoryStore`` runs it on a loop thread of its
 own (gql_memory.loop_thread), so both have the same sub-objects, signatures, results and
 exceptions. The API's resolvers call exactly the same service objects, so library and server
-behave alike.
+behave alike. With read replicas (GQL_MEMORY_READ_DATABASE_URL) a store reads on them and
+still sees its own writes: it remembers its last commit position (gql_memory.db.replicas).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import ensure_text_search_config, upgrade
+from gql_memory.db.positions import ReadSession
+from gql_memory.db.replicas import ReadReplicas
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.loop_thread import LoopThread, StoreClosedError, synchronous
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
@@ -100,6 +103,12 @@ class AsyncMemoryStore:
             await upgrade(self._db, self._embedder.dim, self.settings.database_role)
         await verify_embedding_config(self._db, self._embedder)
         await ensure_text_search_config(self._db, self.settings.text_search_config)
+        if self.settings.read_database_urls:
+            # reads on the replicas; the store's own session makes every read see every
+            # earlier write of this store (read-your-writes, with nothing to pass around)
+            replicas = ReadReplicas.for_settings(self.settings, self._db.engine)
+            self._db = self._db.with_replicas(replicas, ReadSession())
+            await replicas.start()
         self._memory = Memory(self._db, self.settings, self.namespace, self._embedder)
 
     async def close(self) -> None:

@@ -12,16 +12,19 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
 from graphql import ExecutionResult, GraphQLError
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import SchemaExtension
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.subscriptions import (
     GRAPHQL_SSE_PROTOCOL,
@@ -44,13 +47,17 @@ from gql_memory.api.media_types import (
     request_error_status,
 )
 from gql_memory.api.operation_metrics import OperationMetrics
+from gql_memory.api.read_consistency import ReadConsistency
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
+from gql_memory.db import Database
 from gql_memory.db.fair import NamespacedDatabase
+from gql_memory.db.positions import ReadSession, read_session
 from gql_memory.errors import UnauthenticatedError, ValidationError
 from gql_memory.memory import Memory
 from gql_memory.metrics import Metrics
 from gql_memory.middleware import error_response
+from gql_memory.ui import graphiql_page
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +74,11 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
     """strawberry's ASGI view with authentication, our context, JSON-only errors."""
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        extensions: list[Callable[[], SchemaExtension]] = [lambda: OperationMetrics(metrics)]
+        if settings.read_database_urls:
+            extensions.append(ReadConsistency)  # extensions.lsn, X-Read-After-LSN
         super().__init__(
-            build_schema(settings, [lambda: OperationMetrics(metrics)]),
+            build_schema(settings, extensions),
             graphql_ide="graphiql" if settings.graphiql else None,
             # graphql-transport-ws over WebSocket; over HTTP, graphql-sse (Accept:
             # text/event-stream) and Apollo's multipart subscriptions
@@ -205,17 +215,14 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         )
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        """GraphiQL, asking for the spec's media type (and JSON from an older server)."""
-        html = self.graphql_ide_html.replace(
-            "const defaultHeaders = {};",
-            f"const defaultHeaders = {{ Accept: {json.dumps(PREFERRED_ACCEPT)} }};",
-            1,
-        )
-        return HTMLResponse(html)
+        """GraphiQL with its bundles from this server (gql_memory/ui.py), asking for the
+        spec's media type (and JSON from an older server)."""
+        return graphiql_page({"Accept": PREFERRED_ACCEPT})
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
-        credentials = await state.authenticator.from_headers(request.headers)
+        with _primary_first(state.db):
+            credentials = await state.authenticator.from_headers(request.headers)
         scope_state = request.scope.setdefault("state", {})
         _note_caller(scope_state, credentials)
         # An HTTP stream (SSE, multipart) lives like a WebSocket: its key is re-checked while
@@ -226,6 +233,12 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         if long_lived and not isinstance(request, WebSocket) and credentials.principal is None:
             error = credentials.error or UnauthenticatedError("An API key is required")
             raise RequestRefused(401, str(error), error.code)
+        db: Database = state.db
+        if long_lived and db.replicas is not None:
+            # a subscription reads when an event arrives, right after a commit on the primary
+            # that the replicas may not have replayed yet: it reads on the primary while it
+            # is up (queries over a WebSocket still read on replicas, see ReadConsistency)
+            db = Database(db.engine, db.replicas, ReadSession(prefer_primary=True))
         return Context(
             request=request,
             response=response,
@@ -233,7 +246,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             request_id=scope_state.get("request_id", "-"),
             credentials=credentials,
             build_memory=lambda namespace: Memory(
-                NamespacedDatabase(state.db, namespace, state.fair_share),
+                NamespacedDatabase(db, namespace, state.fair_share),
                 state.settings,
                 namespace,
                 state.embedder,
@@ -247,9 +260,10 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         """A key in the connection_init payload overrides the handshake's; no key, no socket."""
         authenticator: Authenticator = context.request.app.state.authenticator
-        context.credentials = await authenticator.from_connection_params(
-            context.connection_params, context.credentials
-        )
+        with _primary_first(context.request.app.state.db):
+            context.credentials = await authenticator.from_connection_params(
+                context.connection_params, context.credentials
+            )
         _note_caller(context.request.scope.setdefault("state", {}), context.credentials)
         if context.credentials.principal is None:
             raise ConnectionRejectionError()
@@ -310,6 +324,15 @@ async def _cancel_on_disconnect(receive: Receive, work: asyncio.Future[Any]) -> 
     while (await receive())["type"] != "http.disconnect":
         pass
     work.cancel()
+
+
+def _primary_first(db: Database) -> AbstractContextManager[object]:
+    """With read replicas, reads on the primary while it is up: API keys are verified there,
+    because a key created a moment ago may not have reached the replicas yet (verdicts are
+    cached, so this is one lookup per key and TTL). During a primary outage, on replicas."""
+    if db.replicas is None:
+        return nullcontext()
+    return read_session(ReadSession(prefer_primary=True))
 
 
 def _is_json(content_type: str) -> bool:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import sqlalchemy.exc
@@ -14,6 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from gql_memory.config import LIVE_EVENTS_OPTION, Settings
 from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
+
+if TYPE_CHECKING:
+    from gql_memory.db.positions import ReadSession
+    from gql_memory.db.replicas import ReadReplicas
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +62,23 @@ def _discard_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
 
 
 class Database:
-    """Owns the async engine; hands out write and read-only transactions."""
+    """Owns the async engine; hands out write and read-only transactions.
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    With read replicas (``replicas``, see gql_memory.db.replicas) reads are routed to
+    streaming standbys and writes note their commit position; without them every method is
+    exactly the plain transaction below, at no extra cost. ``session`` is the default
+    read-your-writes session (the library store's: its reads see its own writes).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        replicas: ReadReplicas | None = None,
+        session: ReadSession | None = None,
+    ) -> None:
         self.engine = engine
+        self.replicas = replicas
+        self.session = session
 
     @classmethod
     def from_url(
@@ -116,57 +133,101 @@ class Database:
             application_name=ADMIN_APPLICATION_NAME,
         )
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """One read-write transaction: committed on success, rolled back on any error."""
-        try:
-            async with self.engine.begin() as conn:
-                yield conn
-        except GqlMemoryError:
-            raise
-        except Exception as exc:
-            if _is_unavailable(exc):
-                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-            raise
+    def with_replicas(self, replicas: ReadReplicas, session: ReadSession | None = None) -> Database:
+        """The same primary pool, its reads routed to ``replicas``; with ``session``, every
+        read sees every earlier write made through this object (the library's guarantee)."""
+        return Database(self.engine, replicas, session)
 
-    @asynccontextmanager
-    async def statement(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection for one statement in autocommit: its own transaction, with no
-        BEGIN and COMMIT round trips. For hot paths whose whole work is one server-side
-        function (adding to working memory); asyncpg prepares and caches the statement."""
-        try:
-            # the pool's own connection, without SQLAlchemy's Connection around it (a quarter
-            # of the cost); it never holds a transaction, so handing it back needs no await,
-            # and one the database closed is discarded at its next checkout
-            pooled = await self.engine.raw_connection()
-            try:
-                yield pooled.driver_connection
-            finally:
-                pooled.close()
-        except GqlMemoryError:
-            raise
-        except Exception as exc:
-            if _is_unavailable(exc):
-                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-            if isinstance(exc, asyncpg.PostgresError):
-                # what a statement through SQLAlchemy would raise: callers handle one kind
-                raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
-            raise
+    def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One read-write transaction on the primary: committed on success, rolled back on
+        any error."""
+        if self.replicas is None:
+            return write_transaction(self.engine)
+        return self.replicas.write(self.session)
 
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """One READ ONLY transaction: queries can never write, by construction."""
-        try:
-            async with self.engine.connect() as raw:
-                conn = await raw.execution_options(postgresql_readonly=True)
-                async with conn.begin():
-                    yield conn
-        except GqlMemoryError:
-            raise
-        except Exception as exc:
-            if _is_unavailable(exc):
-                raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-            raise
+    def statement(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
+        """A pooled connection to the primary for one statement in autocommit: its own
+        transaction, with no BEGIN and COMMIT round trips. For hot paths whose whole work is
+        one server-side function (adding to working memory); asyncpg prepares and caches the
+        statement."""
+        if self.replicas is None:
+            return autocommit_statement(self.engine)
+        return self.replicas.statement(self.session)
+
+    def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One READ ONLY transaction: queries can never write, by construction. With
+        replicas, on a replica (or the primary when none can serve it)."""
+        if self.replicas is None:
+            return read_transaction(self.engine)
+        return self.replicas.read(self.session)
 
     async def dispose(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
         await self.engine.dispose()
+
+
+@asynccontextmanager
+async def write_transaction(
+    engine: AsyncEngine,
+    after_commit: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+) -> AsyncIterator[AsyncConnection]:
+    """One read-write transaction on ``engine``; ``after_commit`` runs on the same
+    connection once the commit is through (read replicas note its WAL position)."""
+    try:
+        async with engine.connect() as conn:
+            async with conn.begin():
+                yield conn
+            if after_commit is not None:
+                await after_commit(conn)
+    except GqlMemoryError:
+        raise
+    except Exception as exc:
+        if _is_unavailable(exc):
+            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+        raise
+
+
+@asynccontextmanager
+async def autocommit_statement(
+    engine: AsyncEngine,
+    after_statement: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled asyncpg connection for one autocommit statement (see ``Database.statement``);
+    ``after_statement`` runs on it once the caller's statement has committed."""
+    try:
+        # the pool's own connection, without SQLAlchemy's Connection around it (a quarter
+        # of the cost); it never holds a transaction, so handing it back needs no await,
+        # and one the database closed is discarded at its next checkout
+        pooled = await engine.raw_connection()
+        try:
+            yield pooled.driver_connection
+            if after_statement is not None:
+                await after_statement(pooled.driver_connection)
+        finally:
+            pooled.close()
+    except GqlMemoryError:
+        raise
+    except Exception as exc:
+        if _is_unavailable(exc):
+            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+        if isinstance(exc, asyncpg.PostgresError):
+            # what a statement through SQLAlchemy would raise: callers handle one kind
+            raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
+        raise
+
+
+@asynccontextmanager
+async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One READ ONLY transaction on ``engine`` (the primary or a replica)."""
+    try:
+        async with engine.connect() as raw:
+            conn = await raw.execution_options(postgresql_readonly=True)
+            async with conn.begin():
+                yield conn
+    except GqlMemoryError:
+        raise
+    except Exception as exc:
+        if _is_unavailable(exc):
+            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+        raise

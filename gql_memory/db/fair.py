@@ -63,10 +63,11 @@ class FairShare:
 class NamespacedDatabase(Database):
     """The database as one namespace's services see it: every transaction takes a slot and
     names its namespace to PostgreSQL, whose row-level security policies (migration 0007)
-    then show and accept only that namespace's rows."""
+    then show and accept only that namespace's rows. With read replicas, its reads run on
+    a replica and are scoped there the same way (the policies and roles are replicated)."""
 
     def __init__(self, db: Database, namespace: str, share: FairShare) -> None:
-        super().__init__(db.engine)
+        super().__init__(db.engine, db.replicas, db.session)
         self._db = db
         self._namespace = namespace
         self._share = share

@@ -121,27 +121,6 @@ FROM links
 ON CONFLICT DO NOTHING
 """
 
-# Erasure: the automatic nodes of erased memories, then automatic entities nothing links to.
-FORGET_AUTO_NODES_SQL = """
-DELETE FROM nodes n
-WHERE n.namespace = :ns AND n.properties @> '{"auto": true}'
-  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
-       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
-"""
-FORGET_ORPHAN_ENTITIES_SQL = """
-DELETE FROM nodes n
-WHERE n.namespace = :ns AND n.label = 'Entity' AND n.properties @> '{"auto": true}'
-  AND n.id = ANY(CAST(:entity_ids AS bigint[]))
-  AND NOT EXISTS (SELECT 1 FROM edges e WHERE e.namespace = :ns
-                  AND (e.source_id = n.id OR e.target_id = n.id))
-"""
-LINKED_ENTITIES_SQL = """
-SELECT DISTINCT e.target_id FROM edges e JOIN nodes n ON n.id = e.source_id
-WHERE e.namespace = :ns AND n.namespace = :ns AND e.relation IN ('MENTIONS', 'SPOKEN_BY')
-  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
-       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
-"""
-
 
 def turn_links(turns: Sequence[tuple[str, str]]) -> tuple[list[int], list[str], list[str]]:
     """The entity links of a batch of turns (speaker, content), as parallel arrays of the
@@ -193,20 +172,3 @@ async def link_insights(
             "source_raw_ids": source_raw_ids,
         },
     )
-
-
-async def forget_auto_nodes(
-    conn: AsyncConnection,
-    namespace: str,
-    raw_ids: Sequence[int] = (),
-    insight_ids: Sequence[int] = (),
-) -> None:
-    """Before memories are erased: their automatic nodes go (edges cascade), and so do the
-    automatic entities that only they mentioned (names taken from erased text)."""
-    params = {"ns": namespace, "raw_ids": list(raw_ids), "insight_ids": list(insight_ids)}
-    entities = (await conn.execute(text(LINKED_ENTITIES_SQL), params)).scalars().all()
-    await conn.execute(text(FORGET_AUTO_NODES_SQL), params)
-    if entities:
-        await conn.execute(
-            text(FORGET_ORPHAN_ENTITIES_SQL), {"ns": namespace, "entity_ids": list(entities)}
-        )

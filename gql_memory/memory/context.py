@@ -97,9 +97,9 @@ SELECT e.id, e.relation, e.weight, s.label AS source_label, s.name AS source_nam
        t.label AS target_label, t.name AS target_name,
        b.layer, b.hit_id, b.ord, b.label AS seed_label, b.name AS seed_name
 FROM best b
-JOIN edges e ON e.id = b.edge_id
-JOIN nodes s ON s.id = e.source_id
-JOIN nodes t ON t.id = e.target_id
+JOIN edges e ON e.namespace = :ns AND e.id = b.edge_id
+JOIN nodes s ON s.namespace = e.namespace AND s.id = e.source_id
+JOIN nodes t ON t.namespace = e.namespace AND t.id = e.target_id
 ORDER BY b.ord, e.weight DESC, e.id
 LIMIT :n
 """

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import LISTENER_APPLICATION_NAME
 from gql_memory.db import Database
 from gql_memory.db.engine import SERVING_APPLICATION_NAME
+from gql_memory.db.tables import ALL_NAMESPACES
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory.raw import turn_document
@@ -200,10 +201,11 @@ async def reembed(
         for table, (source, required) in EMBEDDED_TABLES.items():
             pending = _pending(required or embed_all_raw)
             previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and raw_context else "NULL"
-            while caught_up := await _embed_batch(
-                conn, provider, table, source, pending, previous, batch_size
-            ):
-                counts[table] += caught_up
+            for namespace in await _pending_namespaces(conn, table, pending):
+                while caught_up := await _embed_batch(
+                    conn, provider, table, namespace, source, pending, previous, batch_size
+                ):
+                    counts[table] += caught_up
         for table, (_, required) in EMBEDDED_TABLES.items():
             index = f"ix_{table}_embedding_hnsw"
             await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
@@ -267,37 +269,56 @@ async def _fill_side_column(
 ) -> int:
     previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and context else "NULL"
     async with db.read() as conn:
-        total = await conn.scalar(text(f"SELECT count(*) FROM {table} t WHERE {pending}")) or 0
-    done = 0
-    while True:
-        async with db.write() as conn:
-            embedded = await _embed_batch(
-                conn, provider, table, source, pending, previous, batch_size
+        total = (
+            await conn.scalar(
+                text(f"SELECT count(*) {ALL_NAMESPACES} FROM {table} t WHERE {pending}")
             )
-        if not embedded:
-            return done
-        done += embedded
-        if progress:
-            progress(table, done, total)
+            or 0
+        )
+        namespaces = await _pending_namespaces(conn, table, pending)
+    done = 0
+    for namespace in namespaces:
+        while True:
+            async with db.write() as conn:
+                embedded = await _embed_batch(
+                    conn, provider, table, namespace, source, pending, previous, batch_size
+                )
+            if not embedded:
+                break
+            done += embedded
+            if progress:
+                progress(table, done, total)
+    return done
+
+
+async def _pending_namespaces(conn: AsyncConnection, table: str, pending: str) -> list[str]:
+    """The namespaces with rows left to embed: each is then embedded within its namespace,
+    batch by batch, as a distributed database routes it (to that namespace's shard)."""
+    found = await conn.execute(
+        text(f"SELECT DISTINCT namespace {ALL_NAMESPACES} FROM {table} t WHERE {pending}")
+    )
+    return list(found.scalars())
 
 
 async def _embed_batch(
     conn: AsyncConnection,
     provider: EmbeddingProvider,
     table: str,
+    namespace: str,
     source: str,
     pending: str,
     previous: str,
     batch_size: int,
 ) -> int:
-    """Embed one batch of pending rows into the side column; how many (0: none left)."""
+    """Embed one batch of a namespace's pending rows into the side column; how many (0: none
+    left)."""
     rows = (
         await conn.execute(
             text(
-                f"SELECT t.id, {source} AS body, {previous} AS previous "
-                f"FROM {table} t WHERE {pending} ORDER BY t.id LIMIT :n"
+                f"SELECT t.id, {source} AS body, {previous} AS previous FROM {table} t "
+                f"WHERE t.namespace = :ns AND {pending} ORDER BY t.id LIMIT :n"
             ),
-            {"n": batch_size},
+            {"ns": namespace, "n": batch_size},
         )
     ).all()
     if not rows:
@@ -308,9 +329,9 @@ async def _embed_batch(
         text(
             f"UPDATE {table} t SET embedding_next = CAST(u.v AS vector) "
             "FROM unnest(CAST(:ids AS bigint[]), CAST(:vs AS text[])) AS u(id, v) "
-            "WHERE t.id = u.id"
+            "WHERE t.namespace = :ns AND t.id = u.id"
         ),
-        {"ids": [r.id for r in rows], "vs": [vector_literal(v) for v in vectors]},
+        {"ns": namespace, "ids": [r.id for r in rows], "vs": [vector_literal(v) for v in vectors]},
     )
     return len(rows)
 
@@ -347,7 +368,7 @@ async def reembed_status(db: Database, embed_all_raw: bool = False) -> ReembedSt
                     await conn.execute(
                         text(
                             "SELECT count(*) FILTER (WHERE t.embedding_next IS NOT NULL), "
-                            f"count(*) FILTER (WHERE {pending}) FROM {table} t"
+                            f"count(*) FILTER (WHERE {pending}) {ALL_NAMESPACES} FROM {table} t"
                         )
                     )
                 ).one()

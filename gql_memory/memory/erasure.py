@@ -1,20 +1,59 @@
-"""Erasure on request: forget everything stored for one session."""
+"""Erasure on request: forget everything stored for one session, or one memory, with what
+referred to it."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.db import Database
-from gql_memory.memory.autograph import forget_auto_nodes
+from gql_memory.memory.autograph import MENTIONS, SPOKEN_BY
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.sessions import lock_session
 from gql_memory.memory.validation import require_id, require_session_id
 
 SESSION_TABLES = ("working_memory", "stale_memory", "raw_dialogue")
+# What refers to a row of a table, as (table, column), all within its namespace. The foreign
+# keys have no ON DELETE action (migration 0013: Citus refuses SET NULL in a key that holds
+# the distribution column), so erasing a row clears these first, in the same transaction.
+REFERRERS = {
+    "insights": (("nodes", "insight_id"), ("insights", "superseded_by")),
+    "episodes": (("nodes", "episode_id"), ("episodes", "superseded_by")),
+    "raw_dialogue": (("nodes", "raw_id"),),
+}
+# A node's edges go with it (ON DELETE CASCADE); the facts they superseded stay, detached.
+DETACH_EDGES_OF_NODES_SQL = """
+UPDATE edges s SET superseded_by = NULL
+WHERE s.namespace = :ns AND s.superseded_by IN (
+    SELECT e.id FROM edges e
+    WHERE e.namespace = :ns
+      AND (e.source_id = ANY(CAST(:ids AS bigint[])) OR e.target_id = ANY(CAST(:ids AS bigint[]))))
+"""
+# Erasure: the automatic nodes of erased memories, then automatic entities nothing links to.
+AUTO_NODES_SQL = """
+SELECT n.id FROM nodes n
+WHERE n.namespace = :ns AND n.properties @> '{"auto": true}'
+  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
+       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
+"""
+FORGET_NODES_SQL = "DELETE FROM nodes WHERE namespace = :ns AND id = ANY(CAST(:ids AS bigint[]))"
+FORGET_ORPHAN_ENTITIES_SQL = """
+DELETE FROM nodes n
+WHERE n.namespace = :ns AND n.label = 'Entity' AND n.properties @> '{"auto": true}'
+  AND n.id = ANY(CAST(:entity_ids AS bigint[]))
+  AND NOT EXISTS (SELECT 1 FROM edges e WHERE e.namespace = :ns
+                  AND (e.source_id = n.id OR e.target_id = n.id))
+"""
+LINKED_ENTITIES_SQL = """
+SELECT DISTINCT e.target_id FROM edges e
+JOIN nodes n ON n.namespace = e.namespace AND n.id = e.source_id
+WHERE e.namespace = :ns AND e.relation = ANY(CAST(:entity_relations AS text[]))
+  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
+       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
+"""
 
 
 async def forget_session(db: Database, namespace: str, session_id: str) -> int:
@@ -23,7 +62,7 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
     This is the one deliberate exception to "nothing is lost": the caller asked for erasure.
     Insights keep their content but lose their references to the erased turns. The automatic
     graph nodes of the erased turns go with them, and so do automatic entities that only they
-    named; nodes a client made for a turn stay, detached (the foreign key clears their link).
+    named; nodes a client made for a turn stay, detached (their link is cleared).
     """
     session_id = require_session_id(session_id)
     params = {"ns": namespace, "sid": session_id}
@@ -46,6 +85,7 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
             .all()
         )
         await forget_auto_nodes(conn, namespace, raw_ids=raw_ids)
+        await detach(conn, "raw_dialogue", namespace, raw_ids)
         for table in SESSION_TABLES:
             result = await conn.execute(
                 text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"), params
@@ -83,6 +123,7 @@ async def delete_row(
     async with db.write() as conn:
         if before is not None:
             await before(conn, row_id)
+        await detach(conn, table, namespace, [row_id])
         result = await conn.execute(
             text(f"DELETE FROM {table} WHERE namespace = :ns AND id = :id"),
             {"ns": namespace, "id": row_id},
@@ -90,3 +131,50 @@ async def delete_row(
         if result.rowcount:
             await publish(conn, MemoryEvent(event, namespace, ids=(row_id,)))
     return bool(result.rowcount)
+
+
+async def detach(conn: AsyncConnection, table: str, namespace: str, ids: Sequence[int]) -> None:
+    """Clear every reference to the rows ``ids`` of ``table`` (insights, episodes,
+    raw_dialogue, nodes), which the caller then erases in the same transaction.
+
+    The rows are locked first: a writer about to refer to one of them (its foreign-key check
+    takes a key-share lock) waits, then finds it erased, so no reference appears in between.
+    """
+    if not ids:
+        return
+    params = {"ns": namespace, "ids": list(ids)}
+    await conn.execute(
+        text(f"SELECT 1 FROM {table} WHERE namespace = :ns AND id = ANY(:ids) FOR UPDATE"), params
+    )
+    if table == "nodes":
+        await conn.execute(text(DETACH_EDGES_OF_NODES_SQL), params)
+        return
+    for referrer, column in REFERRERS[table]:
+        await conn.execute(
+            text(
+                f"UPDATE {referrer} SET {column} = NULL "
+                f"WHERE namespace = :ns AND {column} = ANY(:ids)"
+            ),
+            params,
+        )
+
+
+async def forget_auto_nodes(
+    conn: AsyncConnection,
+    namespace: str,
+    raw_ids: Sequence[int] = (),
+    insight_ids: Sequence[int] = (),
+) -> None:
+    """Before memories are erased: their automatic nodes go (edges cascade), and so do the
+    automatic entities that only they mentioned (names taken from erased text)."""
+    params = {"ns": namespace, "raw_ids": list(raw_ids), "insight_ids": list(insight_ids)}
+    linked = {**params, "entity_relations": [MENTIONS, SPOKEN_BY]}
+    entities = (await conn.execute(text(LINKED_ENTITIES_SQL), linked)).scalars().all()
+    nodes = (await conn.execute(text(AUTO_NODES_SQL), params)).scalars().all()
+    await detach(conn, "nodes", namespace, nodes)
+    if nodes:
+        await conn.execute(text(FORGET_NODES_SQL), {"ns": namespace, "ids": list(nodes)})
+    if entities:
+        await conn.execute(
+            text(FORGET_ORPHAN_ENTITIES_SQL), {"ns": namespace, "entity_ids": list(entities)}
+        )

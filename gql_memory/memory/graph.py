@@ -469,7 +469,7 @@ class Graph:
                                 JOIN edges e ON e.namespace = :ns AND e.target_id = n.node_id
                                     AND e.valid_to IS NULL
                             ) touching
-                            JOIN edges e ON e.id = touching.edge_id
+                            JOIN edges e ON e.namespace = :ns AND e.id = touching.edge_id
                         ) ranked
                         WHERE position <= :limit
                         ORDER BY node_id, id

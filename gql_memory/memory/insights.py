@@ -18,8 +18,8 @@ from gql_memory.db import Database
 from gql_memory.db.tables import insights
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
-from gql_memory.memory.autograph import forget_auto_nodes, link_insights
-from gql_memory.memory.erasure import delete_row
+from gql_memory.memory.autograph import link_insights
+from gql_memory.memory.erasure import delete_row, forget_auto_nodes
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
