@@ -203,7 +203,7 @@ def main(seconds: float = 8.0, clients: int = 16, workers: tuple[int, ...] = (1,
         SECTION,
         "",
         f"Measured {time.strftime('%Y-%m-%d')} by `python -m bench.replica_capacity` on "
-        f"{platform.machine()} with {os.cpu_count()} cores, **shared with other busy work** "
+        f"{platform.machine()} with {os.cpu_count()} cores "
         f"(load average {load_before:.1f} when it started): primary, standby, server workers "
         f"and the load generator all ran on these cores. {INSIGHTS} insights, hash embeddings, "
         f"{clients} concurrent HTTP clients, {seconds:g} s per figure.",
