@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -167,6 +167,23 @@ class Database:
         await self.engine.dispose()
 
 
+@contextmanager
+def database_errors() -> Iterator[None]:
+    """The database's failures as callers handle them: one that means "not there right now"
+    is SERVICE_UNAVAILABLE, and an error of asyncpg itself (the autocommit statements run on
+    the driver's connection) is the DBAPIError a statement through SQLAlchemy would raise."""
+    try:
+        yield
+    except GqlMemoryError:
+        raise
+    except Exception as exc:
+        if _is_unavailable(exc):
+            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+        if isinstance(exc, asyncpg.PostgresError):
+            raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
+        raise
+
+
 @asynccontextmanager
 async def write_transaction(
     engine: AsyncEngine,
@@ -174,18 +191,12 @@ async def write_transaction(
 ) -> AsyncIterator[AsyncConnection]:
     """One read-write transaction on ``engine``; ``after_commit`` runs on the same
     connection once the commit is through (read replicas note its WAL position)."""
-    try:
+    with database_errors():
         async with engine.connect() as conn:
             async with conn.begin():
                 yield conn
             if after_commit is not None:
                 await after_commit(conn)
-    except GqlMemoryError:
-        raise
-    except Exception as exc:
-        if _is_unavailable(exc):
-            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-        raise
 
 
 @asynccontextmanager
@@ -195,7 +206,7 @@ async def autocommit_statement(
 ) -> AsyncIterator[asyncpg.Connection]:
     """A pooled asyncpg connection for one autocommit statement (see ``Database.statement``);
     ``after_statement`` runs on it once the caller's statement has committed."""
-    try:
+    with database_errors():
         # the pool's own connection, without SQLAlchemy's Connection around it (a quarter
         # of the cost); it never holds a transaction, so handing it back needs no await,
         # and one the database closed is discarded at its next checkout
@@ -206,28 +217,13 @@ async def autocommit_statement(
                 await after_statement(pooled.driver_connection)
         finally:
             pooled.close()
-    except GqlMemoryError:
-        raise
-    except Exception as exc:
-        if _is_unavailable(exc):
-            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-        if isinstance(exc, asyncpg.PostgresError):
-            # what a statement through SQLAlchemy would raise: callers handle one kind
-            raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
-        raise
 
 
 @asynccontextmanager
 async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """One READ ONLY transaction on ``engine`` (the primary or a replica)."""
-    try:
+    with database_errors():
         async with engine.connect() as raw:
             conn = await raw.execution_options(postgresql_readonly=True)
             async with conn.begin():
                 yield conn
-    except GqlMemoryError:
-        raise
-    except Exception as exc:
-        if _is_unavailable(exc):
-            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
-        raise
