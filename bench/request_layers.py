@@ -181,12 +181,12 @@ def request_layers(app: Any) -> list[tuple[str, list[Any], list[Any]]]:
     from strawberry.http.base import BaseView
     from strawberry.schema.schema import Schema
 
-    from gql_memory import app as app_module
     from gql_memory.api.mutations import MemoryMutations
     from gql_memory.api.schema import MemorySchema
-    from gql_memory.events_listener import EventListener
+    from gql_memory.live.listener import EventListener
     from gql_memory.memory.working import WorkingMemory
-    from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+    from gql_memory.server import app as app_module
+    from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 
     view = app_module.MemoryGraphQL
     context_request = RequestContextMiddleware.__call__
@@ -272,8 +272,8 @@ def layer_costs(app: Any, stats: pstats.Stats) -> tuple[dict[str, float], float]
 def profile_layers(url: str) -> tuple[list[str], float]:
     """The per-layer table, from cProfile of the app in this process (the server's settings
     and logging), and the unprofiled in-process p50 of `{ __typename }` in µs."""
-    from gql_memory.app import create_app
-    from gql_memory.logs import log_config
+    from gql_memory.server.app import create_app
+    from gql_memory.server.logs import log_config
 
     settings = Settings(database_url=url, embed_raw_dialogue=False)
     app = create_app(settings)

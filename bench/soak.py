@@ -45,8 +45,8 @@ import websockets
 
 from bench.common import DOCS, percentile, write_section
 from bench.load import ADD, STORE, Serve, embedded_url, ms, stop_leftover_database
-from gql_memory.auth import ApiKeyStore
 from gql_memory.db import Database
+from gql_memory.keys import ApiKeyStore
 
 SECTION = "## Soak: two normal tenants and an attacker"
 TENANTS = {"A": "soak-a", "B": "soak-b"}

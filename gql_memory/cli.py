@@ -17,18 +17,18 @@ import typer
 from pydantic import ValidationError as PydanticValidationError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from gql_memory.auth import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.config import IMPORT_BATCH_SIZE, Settings, invalid_settings_message
 from gql_memory.db import Database
 from gql_memory.db.embedded import allow_role_login, login_url, start_embedded
 from gql_memory.db.migrate import current_revision, ensure_text_search_config, upgrade
 from gql_memory.embeddings import configured_dim, describe, make_provider
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
-from gql_memory.logs import configure_logging, log_config
+from gql_memory.keys import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.memory.embedding_config import reembed as reembed_all
 from gql_memory.memory.embedding_config import reembed_status, verify_embedding_config
 from gql_memory.memory.rules import load_rule_file, rules_for
 from gql_memory.memory.validation import require_namespace
+from gql_memory.server.logs import configure_logging, log_config
 
 if TYPE_CHECKING:
     from gql_memory.memory.importer import ImportSummary
@@ -120,7 +120,7 @@ async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
 
 def _prepare_metrics_dir(path: Path) -> None:
     """Multiprocess metrics: a directory without stale files, announced to every worker."""
-    from gql_memory.metrics import prepare_multiprocess_dir
+    from gql_memory.server.metrics import prepare_multiprocess_dir
 
     prepare_multiprocess_dir(path)
     # prometheus-client reads the variable itself (also when it came from the config file).
@@ -202,7 +202,7 @@ def serve(
             url_shown = f"http://{settings.host}:{settings.port}/graphql"
             typer.echo(f"GraphiQL: {url_shown} (API keys {mode})")
             uvicorn.run(
-                "gql_memory.app:create_app",
+                "gql_memory.server.app:create_app",
                 factory=True,
                 host=settings.host,
                 port=settings.port,

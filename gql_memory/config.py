@@ -82,7 +82,7 @@ LISTENER_APPLICATION_NAME = "gql-memory-listener"
 # Engine execution option that carries Settings.live_events to the write paths' publish().
 LIVE_EVENTS_OPTION = "gql_memory_live_events"
 
-# --- API keys (see gql_memory.auth) ----------------------------------------------------------
+# --- API keys (see gql_memory.keys) ----------------------------------------------------------
 API_KEY_PREFIX = "gqlm_"
 """Every key starts with this, so leaked keys are easy to recognise (and to redact in logs)."""
 API_KEY_RANDOM_BYTES = 32
@@ -387,7 +387,7 @@ class Settings(BaseSettings):
         default=200_000,
         ge=1,
         description="Largest operation cost: the objects it can return, nested list bounds "
-        "multiplied (see gql_memory.api.cost); above it the operation is refused.",
+        "multiplied (see gql_memory.api.extensions.cost); above it the operation is refused.",
     )
     request_timeout_s: float = Field(
         default=30.0,

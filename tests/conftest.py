@@ -24,13 +24,13 @@ import pytest_asyncio
 import uvicorn
 from sqlalchemy import text
 
-from gql_memory.app import create_app
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, admin_url, start_embedded
 from gql_memory.db.migrate import upgrade
+from gql_memory.keys import ApiKeyStore
 from gql_memory.memory import Memory
+from gql_memory.server.app import create_app
 from tests.fake_openai import FakeOpenAI
 
 TEMPLATE_DB = "gqlm_template"

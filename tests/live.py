@@ -14,7 +14,7 @@ import httpx
 from httpx_ws import AsyncWebSocketSession, aconnect_ws
 
 from gql_memory.config import EVENTS_CHANNEL
-from gql_memory.events_listener import asyncpg_dsn
+from gql_memory.live.listener import asyncpg_dsn
 from gql_memory.memory.events import MemoryEvent
 
 MARKER = "test-marker"

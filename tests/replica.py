@@ -26,7 +26,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import DATABASE_NAME, EmbeddedPostgres, start_embedded
 from gql_memory.db.migrate import upgrade
-from gql_memory.events_listener import asyncpg_dsn
+from gql_memory.live.listener import asyncpg_dsn
 
 PG_CTL_TIMEOUT_S = 60
 

@@ -1,11 +1,14 @@
-"""API keys (gql_memory.auth): hashing, scopes, the verification cache and the loopback rule."""
+"""API keys (gql_memory.keys): hashing, scopes, the verification cache and the loopback rule."""
 
 from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
 
-from gql_memory.auth import (
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.errors import ConfigurationError, NotFoundError, ValidationError
+from gql_memory.keys import (
     ApiKeyStore,
     KeyVerifier,
     Principal,
@@ -18,9 +21,6 @@ from gql_memory.auth import (
     looks_like_key,
     parse_scopes,
 )
-from gql_memory.config import Settings
-from gql_memory.db import Database
-from gql_memory.errors import ConfigurationError, NotFoundError, ValidationError
 from tests.conftest import truncate_all
 
 # --- keys and scopes ----------------------------------------------------------------------------

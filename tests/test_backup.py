@@ -20,8 +20,8 @@ from pathlib import Path
 from sqlalchemy import text
 
 from gql_memory import AsyncMemoryStore
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import ROOT, serving
 from tests.processes import embedded_url
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gql_memory.auth import ApiKeyStore, hash_secret
 from gql_memory.db import Database
+from gql_memory.keys import ApiKeyStore, hash_secret
 from tests.conftest import truncate_all
 
 # TEST-NET-1 (RFC 5737): not loopback, and never assigned here, so even a serve that wrongly

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gql_memory.event_hub import EventHub, SubscriberOverflow
+from gql_memory.live.hub import EventHub, SubscriberOverflow
 from gql_memory.memory.events import EventKind, MemoryEvent
 
 

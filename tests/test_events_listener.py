@@ -10,12 +10,12 @@ import httpx
 import pytest_asyncio
 from sqlalchemy import text
 
-from gql_memory.app import create_app
 from gql_memory.config import EVENTS_CHANNEL, LISTENER_APPLICATION_NAME, Settings
 from gql_memory.db import Database
-from gql_memory.event_hub import EventHub
-from gql_memory.events_listener import EventListener
+from gql_memory.live.hub import EventHub
+from gql_memory.live.listener import EventListener
 from gql_memory.memory.events import EventKind
+from gql_memory.server.app import create_app
 from tests.conftest import LiveServer, start_live_server, truncate_all
 from tests.live import GraphQLWS, wait_for_subscriptions
 

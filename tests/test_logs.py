@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gql_memory.auth import ApiKeyStore, generate_secret
-from gql_memory.logs import JsonFormatter, RedactingFormatter, redact
+from gql_memory.keys import ApiKeyStore, generate_secret
+from gql_memory.server.logs import JsonFormatter, RedactingFormatter, redact
 from tests.conftest import LiveServer
 
 

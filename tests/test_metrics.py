@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from gql_memory.metrics import prepare_multiprocess_dir
+from gql_memory.server.metrics import prepare_multiprocess_dir
 
 
 def test_preparing_the_directory_removes_only_dead_processes_files(tmp_path: Path) -> None:

@@ -19,10 +19,10 @@ import httpx
 import psutil
 from sqlalchemy import text
 
-from gql_memory.app import create_app
 from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
+from gql_memory.server.app import create_app
 from tests.conftest import start_live_server
 from tests.processes import (
     ServeProcess,

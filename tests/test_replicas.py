@@ -20,7 +20,6 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import event, text
 
-from gql_memory.app import create_app
 from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
 from gql_memory.db import Database
 from gql_memory.db.fair import FairShare, NamespacedDatabase
@@ -29,6 +28,7 @@ from gql_memory.db.positions import ReadSession, format_lsn, parse_lsn
 from gql_memory.db.replicas import ReadReplicas
 from gql_memory.errors import ServiceUnavailableError
 from gql_memory.memory import Memory
+from gql_memory.server.app import create_app
 from gql_memory.store import AsyncMemoryStore
 from tests.conftest import LiveServer, private_temp_dir, serving
 from tests.live import GraphQLWS, wait_for_subscriptions

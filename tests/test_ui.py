@@ -15,7 +15,7 @@ from graphql import parse, validate
 
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
-from gql_memory.ui import DASHBOARD_DIR, DASHBOARD_MANIFEST, GRAPHIQL_DIR
+from gql_memory.server.ui import DASHBOARD_DIR, DASHBOARD_MANIFEST, GRAPHIQL_DIR
 from tests.browser.documents import DOCUMENT, manifest_for, page_documents
 from tests.conftest import LiveServer, serving
 

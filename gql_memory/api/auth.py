@@ -17,7 +17,14 @@ from typing import Any
 from strawberry.extensions import SchemaExtension
 from strawberry.types.graphql import OperationType
 
-from gql_memory.auth import (
+from gql_memory.config import Settings
+from gql_memory.errors import (
+    ForbiddenError,
+    GqlMemoryError,
+    ServiceUnavailableError,
+    UnauthenticatedError,
+)
+from gql_memory.keys import (
     ANONYMOUS,
     KeyVerifier,
     Principal,
@@ -26,13 +33,6 @@ from gql_memory.auth import (
     hash_secret,
     is_loopback,
     looks_like_key,
-)
-from gql_memory.config import Settings
-from gql_memory.errors import (
-    ForbiddenError,
-    GqlMemoryError,
-    ServiceUnavailableError,
-    UnauthenticatedError,
 )
 
 BEARER = re.compile(r"^\s*Bearer\s+(\S+)\s*$", re.IGNORECASE)

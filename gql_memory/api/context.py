@@ -13,7 +13,7 @@ from gql_memory.api.loaders import Loaders
 from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
 from gql_memory.config import Settings
-from gql_memory.event_hub import EventHub
+from gql_memory.live.hub import EventHub
 from gql_memory.memory import Memory
 
 

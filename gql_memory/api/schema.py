@@ -22,20 +22,20 @@ from strawberry.types.execution import PreExecutionError
 
 from gql_memory.api.auth import ScopeGuard
 from gql_memory.api.context_query import ContextQueries
-from gql_memory.api.cost import QueryCost
 from gql_memory.api.errors import annotate, log_errors
+from gql_memory.api.extensions.cost import QueryCost
+from gql_memory.api.extensions.limits import AliasLimit, QueryDepthLimit, document_too_large
+from gql_memory.api.extensions.operation_log import OperationRecorder
+from gql_memory.api.extensions.transport import OperationNameRequired, SubscriptionsOverStreams
+from gql_memory.api.extensions.validation_cache import ValidDocumentCache
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
-from gql_memory.api.limits import AliasLimit, QueryDepthLimit, document_too_large
 from gql_memory.api.mutations import MemoryMutations
-from gql_memory.api.operation_log import OperationRecorder
 from gql_memory.api.queries import MemoryQueries
 from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
 from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
-from gql_memory.api.transport import OperationNameRequired, SubscriptionsOverStreams
-from gql_memory.api.validation_cache import ValidDocumentCache
 from gql_memory.config import Settings
 from gql_memory.errors import GqlMemoryError, RequestTimeoutError
 

@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 from gql_memory.api.context import Info
 from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
 from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError, ValidationError
-from gql_memory.event_hub import EventHub, Subscriber, SubscriptionRevoked
+from gql_memory.live.hub import EventHub, Subscriber, SubscriptionRevoked
 from gql_memory.memory import events
 from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
 from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason

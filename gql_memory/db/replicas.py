@@ -8,7 +8,7 @@ write; gql_memory.db.positions) waits up to GQL_MEMORY_READ_AFTER_LSN_WAIT_S for
 replay it, then reads from the primary. While the primary is down, the replicas serve every
 read whatever their lag, and writes fail at once with SERVICE_UNAVAILABLE and a retry delay,
 until a check finds the primary back. LISTEN is not routed here: NOTIFY is not replicated to
-standbys, so the event listener always connects to the primary (gql_memory.events_listener).
+standbys, so the event listener always connects to the primary (gql_memory.live.listener).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 
 
 class EmbeddingRecorder(Protocol):
-    """Where the measurements go (gql_memory.metrics.Metrics implements it)."""
+    """Where the measurements go (gql_memory.server.metrics.Metrics implements it)."""
 
     def embedding_call(self, provider: str, texts: int, seconds: float, ok: bool) -> None: ...
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from httpx_ws import WebSocketDisconnect, aconnect_ws
 
-from gql_memory.auth import ApiKeyStore
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import KEY_CACHE_TTL_S, LiveServer
 from tests.live import wait_for_subscriptions
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest_asyncio
 
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import LiveServer, serving, truncate_all
 
 ADD = 'mutation { addWorkingMemory(input: {content: "batched", sessionId: "b"}) { addedId } }'

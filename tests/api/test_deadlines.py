@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import text
 
 from gql_memory.api.rate_limit import RateLimiter
-from gql_memory.app import create_app
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import RateLimitedError
+from gql_memory.keys import ApiKeyStore
 from gql_memory.memory.sessions import lock_session
+from gql_memory.server.app import create_app
 from tests.conftest import start_live_server, truncate_all
 from tests.live import GraphQLWS
 

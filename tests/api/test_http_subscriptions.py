@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import LiveServer, serving, truncate_all
 from tests.node_clients import start_script
 

@@ -27,8 +27,8 @@ from httpx_ws import aconnect_ws
 from sqlalchemy import text
 
 from gql_memory.api.schema import build_schema
-from gql_memory.auth import ApiKeyStore
 from gql_memory.db import Database
+from gql_memory.keys import ApiKeyStore
 from tests.api.test_http_subscriptions import MULTIPART, SSE, multipart_payloads, sse_events
 from tests.conftest import LiveServer
 

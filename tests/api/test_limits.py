@@ -11,10 +11,10 @@ import pytest
 import pytest_asyncio
 from sqlalchemy import text
 
-from gql_memory.app import create_app
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import ServiceUnavailableError
+from gql_memory.server.app import create_app
 from tests.conftest import LiveServer, start_live_server, truncate_all
 from tests.live import GraphQLWS
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gql_memory.api.media_types import negotiate
-from gql_memory.auth import ApiKeyStore
+from gql_memory.keys import ApiKeyStore
+from gql_memory.server.media_types import negotiate
 from tests.conftest import LiveServer
 from tests.node_clients import run_script
 

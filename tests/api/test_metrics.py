@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gql_memory.app import create_app
 from gql_memory.config import Settings
+from gql_memory.server.app import create_app
 from tests.conftest import LiveServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

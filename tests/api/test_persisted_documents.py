@@ -13,10 +13,10 @@ import pytest
 import pytest_asyncio
 
 from gql_memory.api.persisted import PersistedDocuments
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import ConfigurationError
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import LiveServer, serving, truncate_all
 
 COUNT = "query Count { stats { workingMemory } }"

@@ -21,9 +21,9 @@ import pytest_asyncio
 from httpx_ws import WebSocketDisconnect, aconnect_ws
 from sqlalchemy import insert
 
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database, tables
+from gql_memory.keys import ApiKeyStore
 from tests.conftest import LiveServer, serving
 from tests.live import GraphQLWS, wait_for_subscriptions
 
@@ -337,7 +337,7 @@ def contexts(max_tokens: int) -> str:
     )
 
 
-# The reproducer as found costs 30 x 100000 / 5 (see api/cost.py): over the limit. Just
+# The reproducer as found costs 30 x 100000 / 5 (see api/extensions/cost.py): over the limit. Just
 # under it, 30 contexts of 30000 tokens still run, and must not starve another tenant.
 REPRODUCED = contexts(100_000)
 STARVE_MAX_TOKENS = 30_000

@@ -9,11 +9,11 @@ import httpx
 import pytest_asyncio
 
 from gql_memory.api.schema import build_schema
-from gql_memory.app import create_app
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.server.app import create_app
 from tests.api.test_readonly import snapshot
 from tests.conftest import LiveServer, start_live_server, truncate_all
 from tests.live import GraphQLWS, wait_for_subscriptions, wait_until_no_subscriptions

@@ -7,7 +7,7 @@ import json
 import re
 
 from gql_memory.api.persisted import sha256_hex
-from gql_memory.ui import DASHBOARD_DIR, DASHBOARD_MANIFEST
+from gql_memory.server.ui import DASHBOARD_DIR, DASHBOARD_MANIFEST
 
 # operations.js holds each document as `export const NAME = `<text>`;` (no ${} in them)
 DOCUMENT = re.compile(r"^export const (\w+) = `((?:[^`$]|\$(?!\{))*)`;", re.M)

@@ -18,10 +18,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
-from gql_memory.auth import ApiKeyStore
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.ui import DASHBOARD_MANIFEST
+from gql_memory.keys import ApiKeyStore
+from gql_memory.server.ui import DASHBOARD_MANIFEST
 from tests.browser.conftest import console_errors, not_local, requests_sent, save_screenshot
 from tests.browser.documents import manifest_for
 from tests.conftest import LiveServer, private_temp_dir, serving, truncate_all

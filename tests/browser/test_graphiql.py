@@ -13,7 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.wait import WebDriverWait
 
-from gql_memory.auth import ApiKeyStore
+from gql_memory.keys import ApiKeyStore
 from tests.browser.conftest import console_errors, not_local, requests_sent, save_screenshot
 from tests.conftest import LiveServer
 

@@ -16,11 +16,11 @@ import sqlalchemy.exc
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from gql_memory.app import create_app
 from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
 from gql_memory.db import Database
 from gql_memory.db.fair import NamespacedDatabase
 from gql_memory.memory import Memory
+from gql_memory.server.app import create_app
 from tests.conftest import start_live_server, truncate_all
 
 # Tables that are not tenant data, and why.

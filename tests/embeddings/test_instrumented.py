@@ -9,7 +9,7 @@ from gql_memory.embeddings import SYMMETRIC, TextRole, Vector
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.errors import ServiceUnavailableError
-from gql_memory.metrics import Metrics
+from gql_memory.server.metrics import Metrics
 
 
 class BrokenProvider:

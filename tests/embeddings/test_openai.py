@@ -161,7 +161,7 @@ async def test_api_reports_service_unavailable_and_writes_nothing(
 ) -> None:
     import httpx
 
-    from gql_memory.app import create_app
+    from gql_memory.server.app import create_app
 
     await truncate_all(db)
     app = create_app(openai_settings(settings, fake, embedding_max_retries=1))

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gql_memory.app import create_app
 from gql_memory.cli import app as cli
 from gql_memory.config import Settings
 from gql_memory.errors import ConfigurationError
@@ -22,6 +21,7 @@ from gql_memory.memory.rules import (
     output_path,
     rules_for,
 )
+from gql_memory.server.app import create_app
 from gql_memory.store import AsyncMemoryStore
 
 

@@ -90,9 +90,9 @@ class RedactingFormatter(logging.Formatter):
 def log_config(level: str, log_format: str) -> dict[str, Any]:
     """A ``logging.config.dictConfig`` dict; uvicorn applies it in every worker process."""
     formatter = (
-        "gql_memory.logs.JsonFormatter"
+        "gql_memory.server.logs.JsonFormatter"
         if log_format == "json"
-        else ("gql_memory.logs.RedactingFormatter")
+        else ("gql_memory.server.logs.RedactingFormatter")
     )
     level = level.upper()
     return {

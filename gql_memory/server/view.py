@@ -37,17 +37,8 @@ from strawberry.types.unset import UNSET, UnsetType
 from gql_memory.api.auth import Authenticator, Credentials
 from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
-from gql_memory.api.http_requests import RequestRefused, check_batch, operation_data
-from gql_memory.api.media_types import (
-    APPLICATION_JSON,
-    GRAPHQL_RESPONSE_JSON,
-    PREFERRED_ACCEPT,
-    is_request_error,
-    negotiate,
-    request_error_status,
-)
-from gql_memory.api.operation_metrics import OperationMetrics
-from gql_memory.api.read_consistency import ReadConsistency
+from gql_memory.api.extensions.operation_metrics import OperationMetrics
+from gql_memory.api.extensions.read_consistency import ReadConsistency
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
 from gql_memory.db import Database
@@ -55,9 +46,18 @@ from gql_memory.db.fair import NamespacedDatabase
 from gql_memory.db.positions import ReadSession, read_session
 from gql_memory.errors import UnauthenticatedError, ValidationError
 from gql_memory.memory import Memory
-from gql_memory.metrics import Metrics
-from gql_memory.middleware import error_response
-from gql_memory.ui import graphiql_page
+from gql_memory.server.http_requests import RequestRefused, check_batch, operation_data
+from gql_memory.server.media_types import (
+    APPLICATION_JSON,
+    GRAPHQL_RESPONSE_JSON,
+    PREFERRED_ACCEPT,
+    is_request_error,
+    negotiate,
+    request_error_status,
+)
+from gql_memory.server.metrics import Metrics
+from gql_memory.server.middleware import error_response
+from gql_memory.server.ui import graphiql_page
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         )
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        """GraphiQL with its bundles from this server (gql_memory/ui.py), asking for the
+        """GraphiQL with its bundles from this server (gql_memory/server/ui.py), asking for the
         spec's media type (and JSON from an older server)."""
         return graphiql_page({"Accept": PREFERRED_ACCEPT})
 

@@ -19,7 +19,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from gql_memory.config import EVENTS_CHANNEL, LISTENER_APPLICATION_NAME, Settings
-from gql_memory.event_hub import EventHub
+from gql_memory.live.hub import EventHub
 from gql_memory.memory.events import MemoryEvent
 
 log = logging.getLogger(__name__)

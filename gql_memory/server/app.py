@@ -15,11 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from gql_memory import ui
 from gql_memory.api.auth import Authenticator
 from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
-from gql_memory.auth import KeyVerifier, auth_mode
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.embedded import (
@@ -33,13 +31,15 @@ from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
 from gql_memory.db.replicas import ReadReplicas
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
-from gql_memory.event_hub import EventHub
-from gql_memory.events_listener import EventListener
+from gql_memory.keys import KeyVerifier, auth_mode
+from gql_memory.live.hub import EventHub
+from gql_memory.live.listener import EventListener
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import rules_for
-from gql_memory.metrics import Metrics
-from gql_memory.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
-from gql_memory.view import MemoryGraphQL
+from gql_memory.server import ui
+from gql_memory.server.metrics import Metrics
+from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from gql_memory.server.view import MemoryGraphQL
 
 log = logging.getLogger(__name__)
 

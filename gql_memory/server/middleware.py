@@ -15,7 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gql_memory.api.operation_log import OPERATIONS_STATE_KEY
+from gql_memory.api.extensions.operation_log import OPERATIONS_STATE_KEY
 
 access_log = logging.getLogger("gql_memory.access")
 

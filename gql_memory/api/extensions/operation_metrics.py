@@ -19,7 +19,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext
 
 from gql_memory.api.errors import classify
-from gql_memory.metrics import Metrics
+from gql_memory.server.metrics import Metrics
 
 SUBSCRIPTION = "subscription"
 

@@ -1,0 +1,1 @@
+"""Strawberry schema extensions, one per file: limits, cost, caches, logs, metrics, guards."""

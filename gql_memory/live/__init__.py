@@ -1,0 +1,1 @@
+"""Live events: this process's subscriber hub and the LISTEN connection that feeds it."""

@@ -1,0 +1,2 @@
+"""HTTP: the app factory, the GraphQL view and its transport policy, middleware, metrics,
+logs and the browser UIs."""
