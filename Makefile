@@ -20,9 +20,11 @@ install: $(STAMP)
 serve: install
 	$(BIN)/gql-memory serve
 
-## Run the whole test suite against a real (embedded) PostgreSQL.
+## Run the whole test suite against a real (embedded) PostgreSQL. Two pytest-xdist workers
+## (one on a single core), each with its own embedded PostgreSQL; a file's tests stay together
+## on one worker (--dist loadfile: module-scoped databases and servers are set up once).
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 2 --dist loadfile
 
 lint: install
 	$(BIN)/ruff check gql_memory tests bench migrations

@@ -5,9 +5,10 @@
 
 Every server is a real `gql-memory serve` on 127.0.0.1 with API keys required and its own
 embedded PostgreSQL in a temporary directory. Measured: requests/s and latency of a mixed
-workload (35% working-memory adds, 15% raw dialogue stores, 10% LRU touches, 40% reads), errors
-(must be 0) and the working-memory invariants; then the recovery times of a database outage,
-a SIGKILL of the server, a SIGKILL of the database and a SIGTERM with a request in flight.
+workload (tests/mixed_workload.py: 35% working-memory adds, 15% raw dialogue stores, 10% LRU
+touches, 40% reads), errors (must be 0) and the working-memory invariants; then the recovery
+times of a database outage, a SIGKILL of the server, a SIGKILL of the database and a SIGTERM
+with a request in flight.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import random
 import shutil
 import signal
 import socket
@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -39,21 +38,13 @@ from sqlalchemy import text
 from bench.common import write_section
 from gql_memory.db import Database
 from gql_memory.db.embedded import start_embedded
+from tests.mixed_workload import ADD, Load, seed_stable
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GQL_MEMORY = Path(sys.executable).parent / "gql-memory"
 CAPACITY = 10
 LOAD_SECTION = "## Load (mixed workload, zero errors required)"
 RECOVERY_SECTION = "## Failure and recovery"
-SESSIONS = 16
-ADD = (
-    "mutation($c: String!, $s: String!) { addWorkingMemory(input: {content: $c, sessionId: $s}) "
-    "{ addedId } }"
-)
-STORE = (
-    "mutation($s: String!, $c: String!) { storeRawDialogue(input: {sessionId: $s, "
-    'speaker: "user", content: $c}) { id } }'
-)
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -147,100 +138,7 @@ def stop_leftover_database(data_dir: Path) -> None:
         start_embedded(data_dir).stop()
 
 
-# --- workload ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Load:
-    """Clients on the mixed workload; records latencies, errors and acknowledged writes."""
-
-    url: str
-    key: str
-    stable_ids: list[str] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    errors: list[Any] = field(default_factory=list)
-    adds: Counter[str] = field(default_factory=Counter)
-    acked_turns: set[str] = field(default_factory=set)
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    tolerate_errors: bool = False
-
-    async def call(self, client: httpx.AsyncClient, query: str, **variables: Any) -> bool:
-        started = time.perf_counter()
-        try:
-            response = await client.post("/graphql", json={"query": query, "variables": variables})
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            self.errors.append(repr(exc))
-            if self.tolerate_errors:
-                await asyncio.sleep(0.02)
-            return False
-        self.latencies.append(time.perf_counter() - started)
-        ok = response.status_code == 200 and not body.get("errors")
-        if not ok:
-            self.errors.append(body)
-        return ok
-
-    async def client(self, number: int, until: float) -> None:
-        rng = random.Random(number)
-        headers = {"Authorization": f"Bearer {self.key}"}
-        async with httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30) as client:
-            sequence = 0
-            while time.monotonic() < until and not self.stop.is_set():
-                sequence += 1
-                session, content, roll = (
-                    f"hot-{rng.randrange(SESSIONS)}",
-                    f"c{number}-{sequence}",
-                    rng.random(),
-                )
-                if roll < 0.35:
-                    if await self.call(client, ADD, c=content, s=session):
-                        self.adds[session] += 1
-                elif roll < 0.50:
-                    if await self.call(client, STORE, s=session, c=content):
-                        self.acked_turns.add(content)
-                elif roll < 0.60 and self.stable_ids:
-                    await self.call(
-                        client,
-                        "mutation($id: ID!) { accessWorkingMemory(id: $id) { id } }",
-                        id=rng.choice(self.stable_ids),
-                    )
-                elif roll < 0.80:
-                    await self.call(
-                        client,
-                        "query($s: String!) { workingMemory(sessionId: $s) { id } }",
-                        s=session,
-                    )
-                elif roll < 0.90:
-                    await self.call(
-                        client,
-                        "query($s: String!) { rawDialogue(sessionId: $s, first: 20) "
-                        "{ edges { node { id content } } } }",
-                        s=session,
-                    )
-                else:
-                    await self.call(
-                        client,
-                        "{ staleMemory(first: 20) { edges { node { id } } } stats { sessions } }",
-                    )
-
-    async def run(self, clients: int, seconds: float) -> float:
-        started = time.monotonic()
-        await asyncio.gather(*(self.client(i, started + seconds) for i in range(clients)))
-        return time.monotonic() - started
-
-
-async def seed_stable(url: str, key: str) -> list[str]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers) as client:
-        ids = []
-        for i in range(5):
-            body = (
-                await client.post(
-                    "/graphql", json={"query": ADD, "variables": {"c": f"s{i}", "s": "stable"}}
-                )
-            ).json()
-            ids.append(body["data"]["addWorkingMemory"]["addedId"])
-        return ids
+# --- checks ------------------------------------------------------------------------------------
 
 
 async def invariant_violations(data_dir: Path, adds: Counter[str]) -> int:

@@ -181,14 +181,14 @@ def request_layers(app: Any) -> list[tuple[str, list[Any], list[Any]]]:
     from strawberry.http.base import BaseView
     from strawberry.schema.schema import Schema
 
-    from gql_memory.api.mutations import MemoryMutations
     from gql_memory.api.schema import MemorySchema
+    from gql_memory.api.working import WorkingMutations
     from gql_memory.live.listener import EventListener
     from gql_memory.memory.working import WorkingMemory
-    from gql_memory.server import app as app_module
+    from gql_memory.server import view as view_module
     from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 
-    view = app_module.MemoryGraphQL
+    view = view_module.MemoryGraphQL
     context_request = RequestContextMiddleware.__call__
     body_limit = BodySizeLimitMiddleware.__call__
     send_with_id = _code(context_request, "send_with_id")
@@ -203,7 +203,7 @@ def request_layers(app: Any) -> list[tuple[str, list[Any], list[Any]]]:
     managers = [
         vars(Managers)[m] for m in ("__init__", "__enter__", "__exit__", "__aenter__", "__aexit__")
     ]
-    resolver = MemoryMutations.add_working_memory
+    resolver = WorkingMutations.add_working_memory
     return [
         (
             "Starlette: error middleware, routing, send wrappers",
@@ -223,7 +223,7 @@ def request_layers(app: Any) -> list[tuple[str, list[Any], list[Any]]]:
         ),
         (
             "MemoryGraphQL view: body, disconnect-watch task, response",
-            [view.__call__, app_module._cancel_on_disconnect],
+            [view.__call__, view_module._cancel_on_disconnect],
             [counting_receive, sender],
         ),
         (

@@ -7,8 +7,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -17,17 +16,18 @@ import typer
 from pydantic import ValidationError as PydanticValidationError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from gql_memory import runtime
 from gql_memory.config import IMPORT_BATCH_SIZE, Settings, invalid_settings_message
-from gql_memory.db import Database
-from gql_memory.db.embedded import allow_role_login, login_url, start_embedded
-from gql_memory.db.migrate import current_revision, ensure_text_search_config, upgrade
-from gql_memory.embeddings import configured_dim, describe, make_provider
+from gql_memory.db.embedded import allow_role_login, login_url
+from gql_memory.db.migrate import current_revision
+from gql_memory.embeddings import describe
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
 from gql_memory.keys import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
 from gql_memory.memory.embedding_config import reembed as reembed_all
-from gql_memory.memory.embedding_config import reembed_status, verify_embedding_config
+from gql_memory.memory.embedding_config import reembed_status
 from gql_memory.memory.rules import load_rule_file, rules_for
 from gql_memory.memory.validation import require_namespace
+from gql_memory.runtime import Purpose
 from gql_memory.server.logs import configure_logging, log_config
 
 if TYPE_CHECKING:
@@ -86,36 +86,15 @@ def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural_noun or noun + 's'}"
 
 
-@contextmanager
-def _database_url(settings: Settings) -> Iterator[str]:
-    """DATABASE_URL if set; otherwise start the embedded PostgreSQL for the block's duration."""
-    if settings.database_url:
-        yield settings.database_url
-        return
-    embedded = start_embedded(settings.data_dir)
-    log.info("embedded PostgreSQL running, data in %s", embedded.data_dir)
-    try:
-        yield embedded.url
-    finally:
-        embedded.stop()
-
-
-async def _migrate(url: str, settings: Settings) -> tuple[str | None, int]:
-    """Migrate, check that the configured embeddings fit the database; return the revision
-    and the number of active API keys."""
-    db = Database.for_maintenance(url, settings)
-    embedder = make_provider(settings)
-    try:
-        await upgrade(db, embedder.dim, settings.database_role)
-        await verify_embedding_config(db, embedder)
-        await ensure_text_search_config(db, settings.text_search_config)
-        if settings.database_url is None:
-            await allow_role_login(db, settings.database_role)
-        log.info(describe(embedder))
-        return await current_revision(db), await ApiKeyStore(db).count_active()
-    finally:
-        await embedder.aclose()
-        await db.dispose()
+async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | None, int]:
+    """Migrate and check the database (gql_memory.runtime); return its revision and the number
+    of active API keys. ``embedded``: the caller started the embedded server at the URL."""
+    async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
+        if embedded or rt.embedded is not None:
+            # the embedded server: requests will log in as the row-level security role
+            await allow_role_login(rt.db, settings.database_role)
+        log.info(describe(rt.embedder))
+        return await current_revision(rt.db), await ApiKeyStore(rt.db).count_active()
 
 
 def _prepare_metrics_dir(path: Path) -> None:
@@ -184,8 +163,11 @@ def serve(
     try:
         rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
         check_exposure(settings)  # before starting anything; the key count is checked below
-        with _database_url(settings) as url:
-            revision, active_keys = asyncio.run(_migrate(url, settings))
+        # PostgreSQL stays up while uvicorn's workers (other processes) use it
+        with runtime.database(settings) as (url, embedded):
+            revision, active_keys = asyncio.run(
+                _migrate(settings.with_overrides(database_url=url), embedded is not None)
+            )
             mode = check_exposure(settings, active_keys)
             log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)
             if mode == "optional" and not is_loopback(settings.host):
@@ -222,8 +204,7 @@ def migrate(data_dir: DataDirOption = None) -> None:
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
     try:
-        with _database_url(settings) as url:
-            revision, _ = asyncio.run(_migrate(url, settings))
+        revision, _ = asyncio.run(_migrate(settings))
     except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(f"database is at migration {revision}")
@@ -258,11 +239,11 @@ def reembed(
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
 
-    async def run(url: str) -> dict[str, int]:
-        db = Database.for_maintenance(url, settings)
-        embedder = make_provider(settings)
-        try:
-            await upgrade(db, embedder.dim, settings.database_role)
+    async def run() -> dict[str, int]:
+        # migrated, but the stored vectors are not checked against the provider: they are
+        # what this command changes
+        async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
+            db, embedder = rt.db, rt.embedder
             if status:
                 found = await reembed_status(db, settings.embed_raw_dialogue)
                 typer.echo("\n".join(found.lines()))
@@ -285,13 +266,9 @@ def reembed(
                     exclusive=True,
                     progress=progress,
                 )
-        finally:
-            await embedder.aclose()
-            await db.dispose()
 
     try:
-        with _database_url(settings) as url:
-            counts = asyncio.run(run(url))
+        counts = asyncio.run(run())
     except GqlMemoryError as exc:
         _fail(str(exc))
     if not status:
@@ -443,17 +420,12 @@ def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Await
     # Quiet: the output of these commands is for people and scripts, not a log.
     configure_logging("WARNING", "text")
 
-    async def run(url: str) -> T:
-        db = Database.for_maintenance(url, settings)
-        try:
-            await upgrade(db, configured_dim(settings), settings.database_role)
-            return await action(ApiKeyStore(db))
-        finally:
-            await db.dispose()
+    async def run() -> T:
+        async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
+            return await action(ApiKeyStore(rt.db))
 
     try:
-        with _database_url(settings) as url:
-            return asyncio.run(run(url))
+        return asyncio.run(run())
     except (ConfigurationError, ValidationError, NotFoundError) as exc:
         _fail(str(exc))
         raise  # unreachable: _fail exits
@@ -473,6 +445,10 @@ def keys_create(
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a key. It is printed once, alone on the last line; only its hash is stored."""
+    try:  # before any database is started, as import and mcp do
+        require_namespace(namespace)
+    except ValidationError as exc:
+        _fail(str(exc))
     created = _with_key_store(data_dir, lambda store: store.create(namespace, scopes, name))
     key = created.key
     typer.echo(

@@ -1,6 +1,6 @@
 """API keys and who may call: keys bound to a namespace and scopes, stored only as hashes.
 
-Knows nothing about HTTP or GraphQL (gql_memory.api.auth applies it to requests). A key is
+Knows nothing about HTTP or GraphQL (gql_memory.server.auth applies it to requests). A key is
 ``gqlm_`` + 256 random bits; since it cannot be guessed, a plain SHA-256 at rest is enough
 (slow password hashes protect low-entropy secrets) and lets a request be verified with one
 indexed lookup — or none: verdicts are cached for a few seconds per process, so a revoked

@@ -15,24 +15,18 @@ still sees its own writes: it remembers its last commit position (gql_memory.db.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gql_memory import runtime
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
-from gql_memory.db import Database
-from gql_memory.db.embedded import EmbeddedPostgres, start_embedded
-from gql_memory.db.migrate import ensure_text_search_config, upgrade
-from gql_memory.db.positions import ReadSession
-from gql_memory.db.replicas import ReadReplicas
-from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.loop_thread import LoopThread, StoreClosedError, synchronous
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
 from gql_memory.memory.context import ALL_SECTIONS, Context, SectionKind
-from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.graph import Graph
@@ -44,6 +38,7 @@ from gql_memory.memory.stale import StaleMemory
 from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
+from gql_memory.runtime import Purpose, Runtime
 
 
 class AsyncMemoryStore:
@@ -64,10 +59,8 @@ class AsyncMemoryStore:
         )
         self.namespace = require_namespace(namespace)  # before any database is started
         self._migrate = migrate
-        self._embedded: EmbeddedPostgres | None = None
-        self._db: Database | None = None
+        self._runtime: AbstractAsyncContextManager[Runtime] | None = None
         self._memory: Memory | None = None
-        self._embedder: EmbeddingProvider | None = None
 
     async def __aenter__(self) -> AsyncMemoryStore:
         await self.connect()
@@ -86,42 +79,19 @@ class AsyncMemoryStore:
         if self.connected:
             return
         rules_for(self.settings)  # invalid extraction rules fail here, before any database work
-        try:
-            await self._connect()
-        except BaseException:
-            await self.close()  # e.g. a refused migration must not leave PostgreSQL running
-            raise
-
-    async def _connect(self) -> None:
-        url = self.settings.database_url
-        if url is None:
-            self._embedded = await asyncio.to_thread(start_embedded, self.settings.data_dir)
-            url = self._embedded.url
-        self._db = Database.from_url(url, self.settings)
-        self._embedder = make_provider(self.settings)
-        if self._migrate:
-            await upgrade(self._db, self._embedder.dim, self.settings.database_role)
-        await verify_embedding_config(self._db, self._embedder)
-        await ensure_text_search_config(self._db, self.settings.text_search_config)
-        if self.settings.read_database_urls:
-            # reads on the replicas; the store's own session makes every read see every
-            # earlier write of this store (read-your-writes, with nothing to pass around)
-            replicas = ReadReplicas.for_settings(self.settings, self._db.engine)
-            self._db = self._db.with_replicas(replicas, ReadSession())
-            await replicas.start()
-        self._memory = Memory(self._db, self.settings, self.namespace, self._embedder)
+        # the one startup (gql_memory.runtime): reach or start PostgreSQL, migrate, check,
+        # connect as the owner with the replicas (reads that see this store's own writes);
+        # when a step fails, what the earlier ones started is stopped again
+        opening = runtime.open(self.settings, Purpose.LIBRARY, migrate=self._migrate)
+        rt = await opening.__aenter__()
+        self._runtime = opening
+        self._memory = Memory(rt.db, self.settings, self.namespace, rt.embedder)
 
     async def close(self) -> None:
-        if self._embedder is not None:
-            await self._embedder.aclose()
-            self._embedder = None
-        if self._db is not None:
-            await self._db.dispose()
-            self._db = None
-        if self._embedded is not None:
-            await asyncio.to_thread(self._embedded.stop)
-            self._embedded = None
         self._memory = None
+        opened, self._runtime = self._runtime, None
+        if opened is not None:
+            await opened.__aexit__(None, None, None)
 
     @property
     def connected(self) -> bool:
@@ -139,6 +109,7 @@ class AsyncMemoryStore:
 
     def scoped(self, namespace: str) -> Memory:
         """The services of another namespace on the same connection pool (multi-tenant use)."""
+        namespace = require_namespace(namespace)  # refused the same way, connected or not
         return Memory(self.memory.db, self.settings, namespace, self.memory.embedder)
 
     @property

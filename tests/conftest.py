@@ -134,6 +134,10 @@ async def truncate_all(db: Database) -> None:
 
 # --- real HTTP through the real ASGI app ---------------------------------------------------
 
+# Not a performance bound: a generous limit that turns a hang into a failure instead of hanging
+# the suite. Tests assert outcomes (codes, rows), never how long something took.
+HANG_GUARD_S = 60.0
+
 
 @dataclass
 class LiveServer:

@@ -38,7 +38,7 @@ class EventTap:
         finally:
             await conn.close()
 
-    async def drain(self, timeout: float = 5.0) -> list[MemoryEvent]:
+    async def drain(self, timeout: float = 30.0) -> list[MemoryEvent]:
         """Every event committed before now: NOTIFY a marker, collect until it comes back.
 
         PostgreSQL delivers notifications in commit order, so the marker arrives last.
@@ -67,7 +67,7 @@ class GraphQLWS:
         url = base_url.replace("http://", "ws://") + "/graphql"
         async with aconnect_ws(url, client, subprotocols=["graphql-transport-ws"]) as ws:
             await ws.send_json({"type": "connection_init", "payload": payload or {}})
-            ack = await ws.receive_json(timeout=5)
+            ack = await ws.receive_json(timeout=30)
             assert ack["type"] == "connection_ack", ack
             yield cls(ws)
 
@@ -83,7 +83,7 @@ class GraphQLWS:
         )
         return operation_id
 
-    async def receive(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def receive(self, timeout: float = 30.0) -> dict[str, Any]:
         """The next protocol message (pings are answered and skipped)."""
         while True:
             message = await self.ws.receive_json(timeout=timeout)
@@ -92,7 +92,7 @@ class GraphQLWS:
                 continue
             return message
 
-    async def next_data(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_data(self, timeout: float = 30.0) -> dict[str, Any]:
         """The data of the next `next` message; fails on errors or completion."""
         message = await self.receive(timeout)
         assert message["type"] == "next", message
@@ -110,7 +110,7 @@ async def active_subscriptions(client: httpx.AsyncClient, base_url: str, stream:
 
 
 async def wait_for_subscriptions(
-    client: httpx.AsyncClient, base_url: str, stream: str, count: int = 1, timeout: float = 5.0
+    client: httpx.AsyncClient, base_url: str, stream: str, count: int = 1, timeout: float = 30.0
 ) -> None:
     """Until the server has registered ``count`` subscriptions (writes before would be missed)."""
     deadline = time.monotonic() + timeout
@@ -120,7 +120,7 @@ async def wait_for_subscriptions(
 
 
 async def wait_until_no_subscriptions(
-    client: httpx.AsyncClient, base_url: str, timeout: float = 5.0
+    client: httpx.AsyncClient, base_url: str, timeout: float = 30.0
 ) -> None:
     """Until earlier tests' subscriptions have been torn down (they end asynchronously)."""
     deadline = time.monotonic() + timeout

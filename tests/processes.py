@@ -104,6 +104,14 @@ class ServeProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
+    async def until_logged(self, line: str, timeout: float = 60) -> None:
+        """Returns once the server's log has a line containing ``line``."""
+
+        async def logged() -> bool:
+            return line in self.log()
+
+        await wait_until(logged, timeout, message=f"{line!r} not in the log:\n{self.log()[-3000:]}")
+
     def signal(self, sig: signal.Signals) -> None:
         assert self.process is not None
         self.process.send_signal(sig)
@@ -131,17 +139,21 @@ async def graphql(
     return response.json()
 
 
-async def wait_until(predicate: Any, timeout: float = 30, interval: float = 0.05) -> float:
-    """Await ``predicate()`` until it is true; returns the seconds it took."""
-    started = time.monotonic()
+async def wait_until(
+    predicate: Any, timeout: float = 60, interval: float = 0.05, message: str = ""
+) -> None:
+    """Await ``predicate()`` until it is true (connection errors count as false); fails after
+    ``timeout`` seconds, a generous bound that only turns a hang into a failure."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
             if await predicate():
-                return time.monotonic() - started
+                return
         except (httpx.HTTPError, OSError):
             pass
-        if time.monotonic() - started > timeout:
-            raise TimeoutError("condition not reached")
+        if time.monotonic() > deadline:
+            name = getattr(predicate, "__name__", repr(predicate))
+            raise TimeoutError(message or f"{name} still false after {timeout} s")
         await asyncio.sleep(interval)
 
 

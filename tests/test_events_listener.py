@@ -81,7 +81,7 @@ async def test_junk_on_the_channel_is_ignored(server: LiveServer, db: Database) 
                     text("SELECT pg_notify(:c, :p)"), {"c": EVENTS_CHANNEL, "p": junk}
                 )
         added = (await server.data(ADD))["addWorkingMemory"]
-        event = (await asyncio.wait_for(ws.next_data(), 5))["memoryEvents"]
+        event = (await asyncio.wait_for(ws.next_data(), 30))["memoryEvents"]
         assert event == {"kind": "ADDED", "itemId": added["addedId"]}
 
 
@@ -109,7 +109,7 @@ async def test_a_link_that_fails_its_probe_is_replaced(
         with hub.subscribe("default") as subscriber:
             old = listener._conn
             listener._conn = DeadLink(old)
-            event = await asyncio.wait_for(anext(subscriber), 5)
+            event = await asyncio.wait_for(anext(subscriber), 30)
             assert event.kind is EventKind.RESYNC
             assert listener._conn is not old and old.is_closed()
     finally:

@@ -1,8 +1,9 @@
 """A bounded load test: `serve --workers 2`, API keys required, many clients, mixed workload.
 
 Zero errors, and the working-memory invariants hold across both worker processes: for every
-session, working + stale == adds and working == min(adds, capacity). The longer version is
-bench/load.py (results in docs/benchmarks-security.md).
+session, working + stale == adds and working == min(adds, capacity). A fixed number of
+requests, not a duration: the same work on a fast or a busy machine. The longer version, which
+measures the rate, is bench/load.py (results in docs/benchmarks-security.md).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from bench.load import Load, seed_stable
 from gql_memory.db import Database
+from tests.mixed_workload import Load, seed_stable
 from tests.processes import GQL_MEMORY, ServeProcess, embedded_url, stop_embedded_leftovers
 
 CLIENTS = 32
-DURATION_S = 3.0
+REQUESTS_PER_CLIENT = 30
 CAPACITY = 10
 
 
@@ -37,16 +38,11 @@ async def test_two_workers_many_clients_zero_errors_invariants_hold(scratch_dir:
     serve = ServeProcess(data_dir, workers=2, env={"GQL_MEMORY_AUTH": "required"}).start()
     try:
         key = await asyncio.to_thread(create_key, data_dir)  # while the server runs
-        # the benchmark's own workload (bench/load.py), for a few seconds
+        # the workload bench/load.py measures, a fixed number of requests per client
         load = Load(serve.base_url, key, await seed_stable(serve.base_url, key))
-        seconds = await load.run(CLIENTS, DURATION_S)
-        requests = len(load.latencies) + len(load.errors)
-        print(
-            f"\n{requests} requests in {seconds:.1f}s = {requests / seconds:.0f}/s, "
-            f"{CLIENTS} clients, 2 workers, {len(load.errors)} errors"
-        )
+        await load.run_requests(CLIENTS, REQUESTS_PER_CLIENT)
         assert load.errors == [], load.errors[:5]
-        assert requests > CLIENTS  # (the rate depends on the machine; see bench/load.py)
+        assert load.requests == CLIENTS * REQUESTS_PER_CLIENT
 
         db = Database.from_url(embedded_url(data_dir))
         try:
@@ -73,7 +69,7 @@ async def test_two_workers_many_clients_zero_errors_invariants_hold(scratch_dir:
         log = serve.log()
         assert key not in log
         access = [line for line in log.splitlines() if '"gql_memory.access"' in line]
-        assert len(access) >= requests and all(json.loads(a)["request_id"] for a in access)
+        assert len(access) >= load.requests and all(json.loads(a)["request_id"] for a in access)
     finally:
         serve.stop()
         stop_embedded_leftovers(data_dir)

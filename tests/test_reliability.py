@@ -2,6 +2,10 @@
 
 Each test runs its own PostgreSQL (a `serve` process's embedded one, or a dedicated embedded
 server) in a temporary directory, so killing things never touches the suite's database.
+
+The tests assert outcomes (error codes, rows that survived, a clean stop), never durations:
+how fast requests fail and how long restarts and recoveries take is measured by
+bench/load.py ("Failure and recovery" in docs/benchmarks-security.md).
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,16 +53,19 @@ COUNT = "{ stats { rawDialogue workingMemory staleMemory } }"
 
 async def test_database_outage_fails_fast_reports_unready_and_recovers(scratch_dir: Path) -> None:
     pg = await asyncio.to_thread(start_embedded, scratch_dir / "pg")
-    server, task, base_url = await start_live_server(create_app(Settings(database_url=pg.url)))
+    # Failing fast means waiting for no timeout: these are far beyond the client's (30 s), so
+    # a request that waited for one would fail the test with a client timeout, not an answer.
+    patient = Settings(
+        database_url=pg.url, db_connect_timeout_s=120, db_pool_timeout_s=300, request_timeout_s=0
+    )
+    server, task, base_url = await start_live_server(create_app(patient))
     try:
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
             assert "errors" not in await graphql(client, STORE, {"s": "s", "c": "before"})
             await asyncio.to_thread(pg.stop)
 
             for query, variables in ((COUNT, None), (STORE, {"s": "s", "c": "during"})):
-                started = time.monotonic()
                 body = await graphql(client, query, variables)
-                assert time.monotonic() - started < 2, "a request hung on the dead database"
                 assert [e["extensions"]["code"] for e in body["errors"]] == ["SERVICE_UNAVAILABLE"]
                 assert body["errors"][0]["message"] == "The database is unavailable; try again."
             ready = await client.get("/readyz")
@@ -71,9 +77,7 @@ async def test_database_outage_fails_fast_reports_unready_and_recovers(scratch_d
             async def answers() -> bool:
                 return "errors" not in await graphql(client, COUNT)
 
-            recovery = await wait_until(answers, timeout=10)
-            print(f"database back -> requests succeed after {recovery:.2f}s")
-            assert recovery < 5
+            await wait_until(answers)  # without a restart of the server
             assert (await graphql(client, COUNT))["data"]["stats"]["rawDialogue"] == 1
             assert (await client.get("/readyz")).status_code == 200
     finally:
@@ -96,10 +100,9 @@ async def test_frozen_database_fails_requests_within_the_timeouts(scratch_dir: P
             for process in frozen:
                 process.suspend()
             for _ in range(2):  # the pooled connection (command timeout), then a new one
-                started = time.monotonic()
+                # a frozen database never answers: only the statement and connect timeouts
+                # can (a hang fails on the client's timeout, 30 s)
                 body = await graphql(client, COUNT)
-                # bounded by ping + statement (300 ms + 2 s margin each) + connect (1 s)
-                assert time.monotonic() - started < 8
                 assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
             for process in frozen:
                 process.resume()
@@ -108,7 +111,7 @@ async def test_frozen_database_fails_requests_within_the_timeouts(scratch_dir: P
             async def answers() -> bool:
                 return "errors" not in await graphql(client, COUNT)
 
-            assert await wait_until(answers, timeout=10) < 3
+            await wait_until(answers)
     finally:
         for process in frozen:
             process.resume()
@@ -154,12 +157,13 @@ class WriteLoad:
                     else:
                         self.acked_turns.add(content)
 
-    async def until_acknowledged(self, writes: int, timeout: float = 20) -> None:
+    async def until_acknowledged(self, writes: int) -> None:
         """Let the load run until this many writes were acknowledged (mid-load from then on)."""
-        deadline = time.monotonic() + timeout
-        while len(self.acked_turns) + sum(self.acked_adds.values()) < writes:
-            assert time.monotonic() < deadline, "the load did not get going"
-            await asyncio.sleep(0.02)
+
+        async def acknowledged() -> bool:
+            return len(self.acked_turns) + sum(self.acked_adds.values()) >= writes
+
+        await wait_until(acknowledged, interval=0.02, message="the load did not get going")
 
     def start(self) -> asyncio.Future[list[None]]:
         return asyncio.gather(*(self.run_client(i) for i in range(self.clients)))
@@ -217,20 +221,16 @@ async def test_sigkill_of_the_server_loses_no_acknowledged_write(scratch_dir: Pa
         await load.until_acknowledged(200)
         serve.signal(signal.SIGKILL)
         await asyncio.to_thread(serve.wait)
-        await asyncio.sleep(0.3)
-        load.stop.set()
+        load.stop.set()  # the clients' requests in flight fail: not acknowledged
         await running
 
-        started = time.monotonic()
         restarted = ServeProcess(data_dir).start()  # attaches to the still-running database
-        restart_s = time.monotonic() - started
         try:
             await assert_acknowledged_writes_survived(data_dir, [load])
             assert await server_logins(data_dir) == {DEFAULT_DATABASE_ROLE}
         finally:
             restarted.stop()
-        print(f"{len(load.acked_turns)} turns acknowledged; restart after SIGKILL {restart_s:.2f}s")
-        assert restart_s < 15
+        print(f"{len(load.acked_turns)} turns acknowledged before the SIGKILL")
         assert postmaster_pid(data_dir) is None, "the database was not stopped cleanly"
     finally:
         serve.stop()
@@ -248,25 +248,20 @@ async def test_killed_database_is_recovered_on_the_next_start(scratch_dir: Path)
         for process in [postmaster, *postmaster.children(recursive=True)]:
             with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
                 process.kill()  # like the OOM killer, or a power cut for the database alone
-        async with httpx.AsyncClient(base_url=serve.base_url, timeout=10) as client:
-            started = time.monotonic()
+        async with httpx.AsyncClient(base_url=serve.base_url, timeout=30) as client:
             body = await graphql(client, COUNT)
-            assert time.monotonic() - started < 2
             assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
         load.stop.set()
         await running
         serve.stop()
         assert serve.wait() == 0, serve.log()[-3000:]
 
-        started = time.monotonic()
         recovered = ServeProcess(data_dir).start()  # crash recovery of the embedded database
-        recovery_s = time.monotonic() - started
         try:
             await assert_acknowledged_writes_survived(data_dir, [load])
         finally:
             recovered.stop()
-        print(f"{len(load.acked_turns)} turns acknowledged; crash recovery {recovery_s:.2f}s")
-        assert recovery_s < 20
+        print(f"{len(load.acked_turns)} turns acknowledged before the database was killed")
         assert postmaster_pid(data_dir) is None
     finally:
         serve.stop()
@@ -274,6 +269,22 @@ async def test_killed_database_is_recovered_on_the_next_start(scratch_dir: Path)
 
 
 # --- graceful shutdown --------------------------------------------------------------------------
+
+
+async def until_waiting_on_the_lock(db: Database) -> None:
+    """Returns once a statement of another session waits on an advisory lock."""
+
+    async def a_statement_waits() -> bool:
+        async with db.read() as conn:
+            waiting = await conn.scalar(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                    "AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+                )
+            )
+            return bool(waiting)
+
+    await wait_until(a_statement_waits, message="the request never reached the held lock")
 
 
 async def test_sigterm_drains_in_flight_requests_and_stops_the_database(scratch_dir: Path) -> None:
@@ -291,12 +302,14 @@ async def test_sigterm_drains_in_flight_requests_and_stops_the_database(scratch_
                 in_flight = asyncio.create_task(
                     graphql(client, ADD, {"s": "drain", "c": "finished while stopping"})
                 )
-                await asyncio.sleep(0.5)
+                await until_waiting_on_the_lock(blocker)
                 assert not in_flight.done()
                 serve.signal(signal.SIGTERM)
-                await asyncio.sleep(0.5)
+                # uvicorn has stopped accepting and waits for the in-flight request
+                await serve.until_logged("Waiting for connections to close")
                 assert serve.process is not None and serve.process.poll() is None  # draining
-            body = await asyncio.wait_for(in_flight, 15)  # the lock is released: it completes
+                assert not in_flight.done()
+            body = await asyncio.wait_for(in_flight, 60)  # the lock is released: it completes
         await blocker.dispose()
         assert body.get("data", {}).get("addWorkingMemory", {}).get("addedId"), body
         assert await asyncio.to_thread(serve.wait, 30) == 0

@@ -143,7 +143,7 @@ async def test_queries_read_on_the_replica_and_mutations_report_their_position(
         # with it, the standby cannot reach it in time and the primary answers
         assert added in await working_ids(server, after=lsn)
         assert await metric(server, "gql_memory_replica_fallbacks_total", reason="lsn_timeout")
-    await wait_until(lambda: _sees(server, added), timeout=10)  # replayed: the replica has it
+    await wait_until(lambda: _sees(server, added))  # replayed: the replica has it
     assert await metric(server, "gql_memory_db_reads_total", server=replica_label(pair)) > before
     assert parse_lsn(lsn) <= parse_lsn(await pair.standby.fetchval(
         "SELECT pg_last_wal_replay_lsn()::text"))  # fmt: skip
@@ -189,7 +189,7 @@ async def test_a_lagging_replica_is_skipped_and_counted(
         async def primary_answers() -> bool:  # once the lag passes the bound (1 s here)
             return added in await working_ids(server, "lag")
 
-        await wait_until(primary_answers, timeout=15)
+        await wait_until(primary_answers)
         lag = await metric(server, "gql_memory_replica_lag_seconds", server=replica_label(pair))
         assert lag > 1.0
         assert (
@@ -202,7 +202,7 @@ async def test_a_lagging_replica_is_skipped_and_counted(
         await working_ids(server, "lag")
         return await metric(server, "gql_memory_db_reads_total", server=replica_label(pair)) > reads
 
-    await wait_until(replica_serves_again, timeout=15)
+    await wait_until(replica_serves_again)
 
 
 async def test_a_stopped_replica_is_skipped_without_errors(
@@ -233,7 +233,7 @@ async def test_a_stopped_replica_is_skipped_without_errors(
     async def replica_up() -> bool:
         return (await server.client.get("/readyz")).json()["replicas"]["up"] == 1
 
-    await wait_until(replica_up, timeout=15)
+    await wait_until(replica_up)
 
 
 async def test_an_invalid_position_is_refused(server: LiveServer) -> None:
@@ -353,7 +353,7 @@ async def test_queries_survive_a_primary_outage_and_writes_recover_by_themselves
     a = (await server.data(ADD_NODE, {"n": "pg_ctl"}))["addNode"]["id"]
     b = (await server.data(ADD_NODE, {"n": "pg_basebackup"}))["addNode"]["id"]
     await server.data(ADD_EDGE, {"a": a, "b": b})
-    await wait_until(pair.caught_up, timeout=10)
+    await wait_until(pair.caught_up)
 
     await asyncio.to_thread(pair.primary.stop)
     try:
@@ -362,7 +362,7 @@ async def test_queries_survive_a_primary_outage_and_writes_recover_by_themselves
             ready = await server.client.get("/readyz")
             return ready.status_code == 200 and ready.json()["status"] == "read-only"
 
-        await wait_until(read_only, timeout=10)
+        await wait_until(read_only)
 
         async def refused_fast() -> bool:  # once a check has found the primary down
             body = await server.graphql(ADD, {"c": "during the outage", "s": "outage"})
@@ -370,7 +370,7 @@ async def test_queries_survive_a_primary_outage_and_writes_recover_by_themselves
             assert error["extensions"]["code"] == "SERVICE_UNAVAILABLE", error
             return "retryAfterMs" in error["extensions"]
 
-        await wait_until(refused_fast, timeout=10)
+        await wait_until(refused_fast)
         body = await server.graphql(ADD_INSIGHT, {"c": "not now"})
         assert body["data"] is None
         assert body["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
@@ -398,7 +398,7 @@ async def test_queries_survive_a_primary_outage_and_writes_recover_by_themselves
         body = await server.graphql(ADD, {"c": "after the outage", "s": "outage"})
         return "errors" not in body
 
-    await wait_until(writes_again, timeout=15)
+    await wait_until(writes_again)
     ready = await server.client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ok"
 

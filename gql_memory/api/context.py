@@ -1,64 +1,150 @@
-"""Per-request context handed to every resolver."""
+"""GraphQL for token-budgeted context assembly (SPEC §3.9): the `context` query."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Annotated
 
-from strawberry.types import Info as StrawberryInfo
+import strawberry
 
-from gql_memory.api.auth import Credentials
-from gql_memory.api.loaders import Loaders
-from gql_memory.api.persisted import PersistedDocuments
-from gql_memory.api.rate_limit import RateLimiter
-from gql_memory.config import Settings
-from gql_memory.live.hub import EventHub
-from gql_memory.memory import Memory
+from gql_memory.api.info import Info
+from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CONTEXT_MIN_TOKENS
+from gql_memory.memory import context as domain
+from gql_memory.memory import packing
 
+ContextSectionKind = packing.SectionKind  # registered with strawberry below
+strawberry.enum(
+    packing.SectionKind,
+    name="ContextSectionKind",
+    description="A section of an assembled context (in this order in the text).",
+)
+ContextItemKind = packing.ItemKind  # registered with strawberry below
+strawberry.enum(
+    packing.ItemKind,
+    name="ContextItemKind",
+    description="What an item of an assembled context is: a working-memory item, an "
+    "insight, an episode, a raw dialogue turn or a graph fact (an edge).",
+)
 
-@dataclass
-class Context:
-    """The caller's credentials, namespace-bound services and request metadata."""
-
-    request: Any
-    response: Any
-    settings: Settings
-    request_id: str
-    credentials: Credentials
-    # Builds the services of one namespace (db, settings, embedder... bound in get_context).
-    build_memory: Callable[[str], Memory]
-    connection_params: dict[str, Any] | None = None  # set by strawberry on websockets
-    # Websockets only: re-checks the key before each operation of the long-lived connection.
-    refresh_credentials: Callable[[Credentials], Awaitable[Credentials]] | None = None
-    events: EventHub | None = None  # live events of this process (subscriptions)
-    rate_limiter: RateLimiter | None = None  # per-key operation rate (api/rate_limit.py)
-    documents: PersistedDocuments | None = None  # trusted documents and APQ (api/persisted.py)
-    # Websockets: one context per connection; its open subscriptions (bounded by a setting).
-    open_subscriptions: int = 0
-    _memory: Memory | None = field(default=None, repr=False)
-    _loaders: Loaders | None = field(default=None, repr=False)
-
-    @property
-    def memory(self) -> Memory:
-        """Every layer, confined to the caller's namespace (from the API key, never the request).
-
-        Without an authenticated principal this raises, so even a resolver that somehow ran
-        before the ScopeGuard could not touch any namespace. Anything namespace-bound that a
-        layer adds to the context (DataLoaders...) must be derived from this property.
-        """
-        principal = self.credentials.require()
-        if self._memory is None or self._memory.namespace != principal.namespace:
-            self._memory = self.build_memory(principal.namespace)
-        return self._memory
-
-    @property
-    def loaders(self) -> Loaders:
-        """Per-request DataLoaders, built from (and only ever for) the caller's namespace."""
-        memory = self.memory
-        if self._loaders is None or self._loaders.namespace != memory.namespace:
-            self._loaders = Loaders(memory)
-        return self._loaders
+DEFAULT_INCLUDE = list(packing.SectionKind)
 
 
-Info = StrawberryInfo[Context, None]
+@strawberry.type(name="ContextItem", description="One line of the context, with why and cost.")
+class ContextItem:
+    kind: ContextItemKind = strawberry.field(description="What the item is.")
+    id: strawberry.ID = strawberry.field(
+        description="Id of the item in its layer (the edge id for a graph fact)."
+    )
+    content: str = strawberry.field(description="The line exactly as it appears in `text`.")
+    tokens: int = strawberry.field(description="Its token cost, line break included.")
+    reason: str = strawberry.field(
+        description="Why it was chosen: attention, search ranks/scores/boosts, similarity "
+        "and reward, or the hit a graph fact hangs off."
+    )
+    truncated: bool = strawberry.field(
+        description="True when the item was cut to fit the budget (it ends in a marker)."
+    )
+
+    @classmethod
+    def from_domain(cls, item: packing.Item) -> ContextItem:
+        return cls(
+            kind=item.kind,
+            id=strawberry.ID(item.id),
+            content=item.content,
+            tokens=item.tokens,
+            reason=item.reason,
+            truncated=item.truncated,
+        )
+
+
+@strawberry.type(name="ContextSection", description="A section of the context.")
+class ContextSection:
+    kind: ContextSectionKind = strawberry.field(description="Which section.")
+    header: str = strawberry.field(description="The section's header line in `text`.")
+    reason: str = strawberry.field(
+        description="What the section holds, how many candidates made it, and its share."
+    )
+    tokens: int = strawberry.field(description="Token cost of the header and all items.")
+    items: list[ContextItem] = strawberry.field(description="The items, in priority order.")
+
+
+@strawberry.type(
+    name="Context",
+    description="Context for an agent's next step, packed under a token budget: paste "
+    "`text` into the prompt; `sections` explain every line.",
+)
+class AssembledContext:
+    query: str = strawberry.field(description="The query the context was assembled for.")
+    session_id: str = strawberry.field(description="The session whose working memory is used.")
+    text: str = strawberry.field(description="The context, ready to paste (may be empty).")
+    total_tokens: int = strawberry.field(
+        description="Tokens of `text` (never more than maxTokens)."
+    )
+    max_tokens: int = strawberry.field(description="The budget asked for.")
+    tokenizer: str = strawberry.field(description='How tokens were counted ("estimate").')
+    sections: list[ContextSection] = strawberry.field(
+        description="The non-empty sections, in text order."
+    )
+    notes: list[str] = strawberry.field(
+        description="What could not be included and why (e.g. the embedding provider was "
+        "unavailable, so search ran on full text only); empty normally."
+    )
+
+    @classmethod
+    def from_domain(cls, context: domain.Context) -> AssembledContext:
+        return cls(
+            query=context.query,
+            session_id=context.session_id,
+            text=context.text,
+            total_tokens=context.total_tokens,
+            max_tokens=context.max_tokens,
+            tokenizer=context.tokenizer,
+            notes=list(context.notes),
+            sections=[
+                ContextSection(
+                    kind=s.kind,
+                    header=s.header,
+                    reason=s.reason,
+                    tokens=s.tokens,
+                    items=[ContextItem.from_domain(i) for i in s.items],
+                )
+                for s in context.sections
+            ],
+        )
+
+
+@strawberry.type(description="Context assembly.")
+class ContextQueries:
+    @strawberry.field(
+        description="The best context for the query within maxTokens: the session's working "
+        "memory, hybrid search hits, lessons from similar episodes and graph facts around "
+        "the top hits, each item with why it was chosen and its token cost."
+    )
+    async def context(
+        self,
+        info: Info,
+        query: Annotated[str, strawberry.argument(description="What the agent is about to do.")],
+        session_id: Annotated[
+            str, strawberry.argument(description="Session whose working memory is included.")
+        ] = "default",
+        max_tokens: Annotated[
+            int,
+            strawberry.argument(
+                description=f"Token budget ({CONTEXT_MIN_TOKENS}..{CONTEXT_MAX_TOKENS})."
+            ),
+        ] = CONTEXT_DEFAULT_MAX_TOKENS,
+        include: Annotated[
+            list[ContextSectionKind], strawberry.argument(description="Sections to include.")
+        ] = DEFAULT_INCLUDE,  # noqa: B006 - never mutated
+        as_of: Annotated[
+            datetime | None,
+            strawberry.argument(
+                description="Search, episodes and graph facts as valid at this instant (with a "
+                "timezone, not in the future); working memory stays the session's, as it is now."
+            ),
+        ] = None,
+    ) -> AssembledContext:
+        assembled = await info.context.memory.context(
+            query, session_id, max_tokens, include, as_of=as_of
+        )
+        return AssembledContext.from_domain(assembled)

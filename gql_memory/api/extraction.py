@@ -7,8 +7,8 @@ from typing import Annotated, Any, cast
 import strawberry
 from strawberry.scalars import JSON
 
-from gql_memory.api.context import Info
-from gql_memory.api.types import WorkingMemoryResult
+from gql_memory.api.info import Info
+from gql_memory.api.working import WorkingMemoryResult
 from gql_memory.memory import extraction
 
 

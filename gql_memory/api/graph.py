@@ -8,9 +8,10 @@ from typing import Annotated
 import strawberry
 from strawberry.scalars import JSON
 
-from gql_memory.api.context import Info
+from gql_memory.api.info import Info
+from gql_memory.api.pagination import Connection, to_connection
+from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, AtArg, Episode, Insight
-from gql_memory.api.types import Connection, RawDialogue, to_connection
 from gql_memory.memory import graph
 from gql_memory.memory.validation import require_page_size
 

@@ -20,38 +20,49 @@ from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
-from gql_memory.api.auth import ScopeGuard
-from gql_memory.api.context_query import ContextQueries
+from gql_memory.api.context import ContextQueries
+from gql_memory.api.erasure import ErasureMutations
 from gql_memory.api.errors import annotate, log_errors
+from gql_memory.api.extensions.aliases import AliasLimit
 from gql_memory.api.extensions.cost import QueryCost
-from gql_memory.api.extensions.limits import AliasLimit, QueryDepthLimit, document_too_large
+from gql_memory.api.extensions.depth import QueryDepthLimit
 from gql_memory.api.extensions.operation_log import OperationRecorder
-from gql_memory.api.extensions.transport import OperationNameRequired, SubscriptionsOverStreams
+from gql_memory.api.extensions.operation_name_required import OperationNameRequired
+from gql_memory.api.extensions.scope_guard import ScopeGuard
+from gql_memory.api.extensions.subscriptions_over_streams import SubscriptionsOverStreams
 from gql_memory.api.extensions.validation_cache import ValidDocumentCache
 from gql_memory.api.extraction import ExtractionMutations
 from gql_memory.api.graph import GraphMutations, GraphQueries
-from gql_memory.api.mutations import MemoryMutations
-from gql_memory.api.queries import MemoryQueries
+from gql_memory.api.raw import RawMutations, RawQueries
 from gql_memory.api.search import SearchQueries
 from gql_memory.api.semantic import SemanticMutations, SemanticQueries
+from gql_memory.api.stale import StaleQueries
+from gql_memory.api.stats import StatsQueries
 from gql_memory.api.storable_strings import StorableStrings
 from gql_memory.api.subscriptions import MemorySubscriptions
+from gql_memory.api.working import WorkingMutations, WorkingQueries
 from gql_memory.config import Settings
-from gql_memory.errors import GqlMemoryError, RequestTimeoutError
+from gql_memory.errors import GqlMemoryError, RequestTimeoutError, ValidationError
 
 log = logging.getLogger(__name__)
 
 # Each layer's API module contributes a query and a mutation class; the schema merges them,
-# so a new layer adds its own module and one entry here.
+# so a new layer adds its own module and one entry here. The order is the order of the
+# fields in the SDL.
 QUERY_TYPES: tuple[type, ...] = (
-    MemoryQueries,
+    WorkingQueries,
+    StaleQueries,
+    RawQueries,
+    StatsQueries,
     SemanticQueries,
     GraphQueries,
     SearchQueries,
     ContextQueries,
 )
 MUTATION_TYPES: tuple[type, ...] = (
-    MemoryMutations,
+    RawMutations,
+    WorkingMutations,  # archiving to stale memory and restoring from it too
+    ErasureMutations,
     SemanticMutations,
     GraphMutations,
     ExtractionMutations,
@@ -154,6 +165,20 @@ class MemorySchema(strawberry.Schema):
         # every transport (HTTP JSON, websocket messages) then shows the same coded error
         for error in errors:
             annotate(error, request_id)
+
+
+def document_too_large(query: str | None, max_chars: int) -> ValidationError | None:
+    """The refusal of a GraphQL document longer than ``max_chars``, checked before parsing.
+
+    graphql-core's lexer reads a document character by character in Python on the event loop
+    (a 1 MB string literal: ~0.5 s; the 16 MB body limit: ~8 s). Large values belong in
+    variables, which are JSON-decoded in C; the document itself stays small."""
+    if query is None or len(query) <= max_chars:
+        return None
+    return ValidationError(
+        f"The GraphQL document has {len(query)} characters, more than the limit of "
+        f"{max_chars} (GQL_MEMORY_MAX_DOCUMENT_CHARS): send large values as variables"
+    )
 
 
 def build_schema(

@@ -7,9 +7,10 @@ from typing import Annotated
 
 import strawberry
 
-from gql_memory.api.context import Info
+from gql_memory.api.info import Info
+from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, Episode, Insight
-from gql_memory.api.types import RawDialogue
+from gql_memory.config import Settings
 from gql_memory.memory import search
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
@@ -28,10 +29,25 @@ strawberry.enum(
 DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]
 
 
+class _Unsent(float):
+    """A weight the client left out. The schema shows the settings' default; the search
+    takes the operator's configured weight (an explicit 0.5 is a plain float, kept)."""
+
+
+def _sent(weight: float) -> float | None:
+    return None if isinstance(weight, _Unsent) else weight
+
+
 @strawberry.input(description="Fusion weight of each leg (0 switches a leg off).")
 class SearchWeights:
-    vector: float = strawberry.field(default=0.5, description="Weight of the vector leg.")
-    text: float = strawberry.field(default=0.5, description="Weight of the full-text leg.")
+    vector: float = strawberry.field(
+        default=_Unsent(Settings.model_fields["search_vector_weight"].default),
+        description="Weight of the vector leg.",
+    )
+    text: float = strawberry.field(
+        default=_Unsent(Settings.model_fields["search_text_weight"].default),
+        description="Weight of the full-text leg.",
+    )
 
 
 @strawberry.type(description="The hit that lent a hit its graphBoost.")
@@ -214,7 +230,7 @@ class SearchQueries:
             top_k,
             session_id,
             layers,
-            search.SearchWeights(weights.vector, weights.text) if weights else None,
+            search.SearchWeights(_sent(weights.vector), _sent(weights.text)) if weights else None,
             fusion,
             as_of=as_of,
             since=since,

@@ -8,8 +8,9 @@ from typing import Annotated
 import strawberry
 from strawberry.scalars import JSON
 
-from gql_memory.api.context import Info
-from gql_memory.api.types import Connection, RawDialogue, to_connection
+from gql_memory.api.info import Info
+from gql_memory.api.pagination import Connection, to_connection
+from gql_memory.api.raw import RawDialogue
 from gql_memory.memory import episodes, insights
 from gql_memory.memory.insights import InsightInput as DomainInsightInput
 

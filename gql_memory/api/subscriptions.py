@@ -19,8 +19,9 @@ from typing import Annotated
 import strawberry
 from starlette.websockets import WebSocket
 
-from gql_memory.api.context import Info
-from gql_memory.api.types import ArchiveReason, WorkingMemoryItem
+from gql_memory.api.info import Info
+from gql_memory.api.stale import ArchiveReason
+from gql_memory.api.working import WorkingMemoryItem
 from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError, ValidationError
 from gql_memory.live.hub import EventHub, Subscriber, SubscriptionRevoked
 from gql_memory.memory import events

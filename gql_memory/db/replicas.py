@@ -156,7 +156,8 @@ class ReadReplicas:
                     self.health.replica_checked(replica, False, f"unreachable ({exc!r})")
                     continue
                 if not replayed:
-                    return self._not_replayed(after)
+                    self._not_replayed(after)  # falls back to the primary, or raises
+                    return None
             try:
                 conn = await stack.enter_async_context(read_transaction(replica.engine))
             except ServiceUnavailableError as exc:
@@ -175,8 +176,10 @@ class ReadReplicas:
         poll = WAIT_FIRST_POLL_S
         pooled = await replica.engine.raw_connection()
         try:
+            driver = pooled.driver_connection
+            assert driver is not None
             while True:
-                replayed = await pooled.driver_connection.fetchval(REPLAY_POSITION_SQL)
+                replayed = await driver.fetchval(REPLAY_POSITION_SQL)
                 if replayed is None:
                     break  # promoted meanwhile; the next check takes it out
                 replica.replay_lsn = max(replica.replay_lsn, parse_lsn(replayed))

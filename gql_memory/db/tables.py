@@ -33,6 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 
+from gql_memory.db.indexes import hnsw_index
+
 metadata = MetaData()
 
 ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
@@ -56,16 +58,6 @@ def _id() -> Column[int]:
 
 def _tenant_key(table: str) -> PrimaryKeyConstraint:
     return PrimaryKeyConstraint("namespace", "id", name=f"{table}_pkey")
-
-
-def _hnsw(table: str) -> Index:
-    return Index(
-        f"ix_{table}_embedding_hnsw",
-        "embedding",
-        postgresql_using="hnsw",
-        postgresql_with={"m": 16, "ef_construction": 64},
-        postgresql_ops={"embedding": "vector_cosine_ops"},
-    )
 
 
 def _validity(table: str) -> list[Column[object] | CheckConstraint | ForeignKeyConstraint | Index]:
@@ -113,7 +105,7 @@ raw_dialogue = Table(
     Index("ix_raw_dialogue_ns_session_ts", "namespace", "session_id", "timestamp"),
     Index("ix_raw_dialogue_ns_ts", "namespace", "timestamp"),
     Index("ix_raw_dialogue_tsv", "content_tsv", postgresql_using="gin"),
-    _hnsw("raw_dialogue"),
+    hnsw_index("raw_dialogue"),
     Index(
         "ux_raw_dialogue_import_key",
         "namespace",
@@ -214,7 +206,7 @@ insights = Table(
         postgresql_where=text("valid_to IS NULL"),
     ),
     Index("ix_insights_tsv", "content_tsv", postgresql_using="gin"),
-    _hnsw("insights"),
+    hnsw_index("insights"),
 )
 
 episodes = Table(
@@ -233,7 +225,7 @@ episodes = Table(
     CheckConstraint("reward >= -1 AND reward <= 1", name="ck_episodes_reward"),
     Index("ix_episodes_ns_created", "namespace", "created_at"),
     Index("ix_episodes_tsv", "content_tsv", postgresql_using="gin"),
-    _hnsw("episodes"),
+    hnsw_index("episodes"),
 )
 
 # Graph and decay (migration 0003).

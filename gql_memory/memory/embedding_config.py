@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Update, func, null, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import LISTENER_APPLICATION_NAME
 from gql_memory.db import Database
+from gql_memory.db.clauses import jsonb
 from gql_memory.db.engine import SERVING_APPLICATION_NAME
-from gql_memory.db.tables import ALL_NAMESPACES
+from gql_memory.db.indexes import hnsw_index_ddl, hnsw_index_name
+from gql_memory.db.tables import ALL_NAMESPACES, embedding_config
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory.raw import turn_document
@@ -70,12 +71,18 @@ class EmbeddingSignature:
 
 
 async def stored_signature(db: Database) -> EmbeddingSignature:
+    c = embedding_config.c
     async with db.read() as conn:
         row = (
             await conn.execute(
-                text(
-                    "SELECT provider, model, dim, query_prefix, document_prefix, "
-                    "query_input_type, document_input_type FROM embedding_config"
+                select(
+                    c.provider,
+                    c.model,
+                    c.dim,
+                    c.query_prefix,
+                    c.document_prefix,
+                    c.query_input_type,
+                    c.document_input_type,
                 )
             )
         ).one()
@@ -126,33 +133,28 @@ async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> 
 async def pending_target(db: Database) -> EmbeddingSignature | None:
     """The target of a re-embed in progress (started, not yet swapped in), or None."""
     async with db.read() as conn:
-        value = await conn.scalar(text("SELECT reembed_target FROM embedding_config"))
+        value = await conn.scalar(select(embedding_config.c.reembed_target))
     return None if value is None else EmbeddingSignature.from_json(value)
 
 
-RECORD_SQL = """
-UPDATE embedding_config SET provider = :p, model = :m, dim = :d, query_prefix = :qp,
-       document_prefix = :dp, query_input_type = :qt, document_input_type = :dt,
-       updated_at = now()
-"""
-
-
-def _record_params(signature: EmbeddingSignature) -> dict[str, object]:
+def recording(signature: EmbeddingSignature) -> Update:
+    """The statement that records ``signature`` as the database's."""
     a = signature.asymmetry
-    return {
-        "p": signature.provider,
-        "m": signature.model,
-        "d": signature.dim,
-        "qp": a.query_prefix,
-        "dp": a.document_prefix,
-        "qt": a.query_input_type,
-        "dt": a.document_input_type,
-    }
+    return update(embedding_config).values(
+        provider=signature.provider,
+        model=signature.model,
+        dim=signature.dim,
+        query_prefix=a.query_prefix,
+        document_prefix=a.document_prefix,
+        query_input_type=a.query_input_type,
+        document_input_type=a.document_input_type,
+        updated_at=func.now(),
+    )
 
 
 async def _record(db: Database, signature: EmbeddingSignature) -> None:
     async with db.write() as conn:
-        await conn.execute(text(RECORD_SQL), _record_params(signature))
+        await conn.execute(recording(signature))
 
 
 async def reembed(
@@ -207,22 +209,16 @@ async def reembed(
                 ):
                     counts[table] += caught_up
         for table, (_, required) in EMBEDDED_TABLES.items():
-            index = f"ix_{table}_embedding_hnsw"
-            await conn.execute(text(f"DROP INDEX IF EXISTS {index}"))
+            await conn.execute(text(f"DROP INDEX IF EXISTS {hnsw_index_name(table)}"))
             await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
             await conn.execute(
                 text(f"ALTER TABLE {table} RENAME COLUMN embedding_next TO embedding")
             )
             if required:
                 await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET NOT NULL"))
-            await conn.execute(
-                text(
-                    f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops) "
-                    "WITH (m = 16, ef_construction = 64)"
-                )
-            )
-        await conn.execute(text(RECORD_SQL), _record_params(target))
-        await conn.execute(text("UPDATE embedding_config SET reembed_target = NULL"))
+            await conn.execute(text(hnsw_index_ddl(table)))
+        await conn.execute(recording(target))
+        await conn.execute(update(embedding_config).values(reembed_target=null()))
     return counts
 
 
@@ -230,7 +226,7 @@ async def _begin(db: Database, target: EmbeddingSignature, restart: bool) -> Non
     """Record the run's target and make its side columns (at its dimension), or continue the
     run toward the same target; another pending target is refused unless ``restart``."""
     async with db.write() as conn:
-        recorded = await conn.scalar(text("SELECT reembed_target FROM embedding_config FOR UPDATE"))
+        recorded = await conn.scalar(select(embedding_config.c.reembed_target).with_for_update())
         pending = None if recorded is None else EmbeddingSignature.from_json(recorded)
         if pending == target:
             return  # resume: the side columns hold this target's vectors only
@@ -247,10 +243,7 @@ async def _begin(db: Database, target: EmbeddingSignature, restart: bool) -> Non
             await conn.execute(
                 text(f"ALTER TABLE {table} ADD COLUMN embedding_next vector({int(target.dim)})")
             )
-        await conn.execute(
-            text("UPDATE embedding_config SET reembed_target = CAST(:t AS jsonb)"),
-            {"t": json.dumps(target.as_json())},
-        )
+        await conn.execute(update(embedding_config).values(reembed_target=jsonb(target.as_json())))
 
 
 def _pending(every_row: bool) -> str:

@@ -8,10 +8,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, text
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import DateTime, Row, Text, bindparam, cast, func, select, text
+from sqlalchemy.dialects.postgresql import REGCONFIG, insert
 
 from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import episodes
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
@@ -22,6 +26,7 @@ from gql_memory.memory.validity import (
     require_as_of,
     require_instant,
     require_supersedes,
+    supersedes_column,
     valid_sql,
 )
 from gql_memory.memory.vectors import (
@@ -33,11 +38,33 @@ from gql_memory.memory.vectors import (
 
 DEFAULT_MIN_SIMILARITY = 0.70
 DEFAULT_TOP_K = 3
-_COLUMNS = (
-    "id, query, reward, reflection, created_at, valid_from, valid_to, superseded_by, "
-    "(SELECT array_agg(p.id ORDER BY p.id) FROM episodes p "
-    "WHERE p.namespace = episodes.namespace AND p.superseded_by = episodes.id) AS supersedes"
+_STORED = (
+    episodes.c.id,
+    episodes.c.query,
+    episodes.c.reward,
+    episodes.c.reflection,
+    episodes.c.created_at,
+    episodes.c.valid_from,
+    episodes.c.valid_to,
+    episodes.c.superseded_by,
 )
+_COLUMNS = (*_STORED, supersedes_column(episodes))
+
+
+def similar_sql(as_of: datetime | None) -> str:
+    """Nearest valid episodes, ordered by the distance operator itself, so PostgreSQL can
+    walk the HNSW index (the validity test filters during the index scan)."""
+    return f"""
+SELECT e.id, e.query, e.reward, e.reflection, e.created_at, e.valid_from, e.valid_to,
+       e.superseded_by,
+       (SELECT array_agg(p.id ORDER BY p.id) FROM episodes p
+        WHERE p.namespace = e.namespace AND p.superseded_by = e.id) AS supersedes,
+       1 - (e.embedding <=> CAST(:q AS vector)) AS similarity
+FROM episodes e
+WHERE e.namespace = :ns AND {valid_sql("e", as_of is not None)}
+ORDER BY e.embedding <=> CAST(:q AS vector)
+LIMIT :k
+"""
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,7 @@ class Episode:
             valid_from=m["valid_from"],
             valid_to=m["valid_to"],
             superseded_by=m["superseded_by"],
-            supersedes=tuple(m["supersedes"] or ()),
+            supersedes=tuple(m.get("supersedes") or ()),
         )
 
 
@@ -113,33 +140,29 @@ class Episodes:
         if valid_from is not None:
             valid_from = require_instant(valid_from, "validFrom")
         [vector] = await self.embedder.embed([query], role=TextRole.DOCUMENT)
+        said = bindparam("query", query, type_=Text)
+        lesson = bindparam("reflection", reflection, type_=Text)
+        stored = insert(episodes).values(
+            namespace=self.namespace,
+            query=said,
+            reward=reward,
+            reflection=lesson,
+            embedding=cast(bindparam("embedding", vector_literal(vector), type_=Text), Vector),
+            created_at=func.clock_timestamp(),
+            valid_from=func.coalesce(
+                bindparam("valid_from", valid_from, type_=DateTime(timezone=True)),
+                func.clock_timestamp(),
+            ),
+            content_tsv=func.to_tsvector(
+                cast(
+                    bindparam("tsconfig", self.settings.text_search_config, type_=Text), REGCONFIG
+                ),
+                func.left(said + " " + lesson, TSV_MAX_CHARS),
+            ),
+        )
         async with self.db.write() as conn:
-            row = (
-                await conn.execute(
-                    text(
-                        f"""
-                        INSERT INTO episodes (namespace, query, reward, reflection, embedding,
-                                              created_at, valid_from, content_tsv)
-                        VALUES (:ns, :query, :reward, :reflection, CAST(:embedding AS vector),
-                                clock_timestamp(),
-                                coalesce(CAST(:valid_from AS timestamptz), clock_timestamp()),
-                                to_tsvector(CAST(:tsconfig AS regconfig),
-                                            left(:query || ' ' || :reflection, :tsv_max)))
-                        RETURNING {_COLUMNS}
-                        """
-                    ),
-                    {
-                        "valid_from": valid_from,
-                        "ns": self.namespace,
-                        "query": query,
-                        "reward": reward,
-                        "reflection": reflection,
-                        "embedding": vector_literal(vector),
-                        "tsconfig": self.settings.text_search_config,
-                        "tsv_max": TSV_MAX_CHARS,
-                    },
-                )
-            ).one()
+            # a new episode has superseded nothing yet: its supersedes is filled below
+            row = (await conn.execute(stored.returning(*_STORED))).one()
             episode = Episode.from_row(row)
             if replaced:
                 await close_facts(
@@ -156,22 +179,23 @@ class Episodes:
         async with self.db.read() as conn:
             row = (
                 await conn.execute(
-                    text(f"SELECT {_COLUMNS} FROM episodes WHERE namespace = :ns AND id = :id"),
-                    {"ns": self.namespace, "id": episode_id},
+                    select(*_COLUMNS).where(
+                        episodes.c.namespace == self.namespace, episodes.c.id == episode_id
+                    )
                 )
             ).first()
         return Episode.from_row(row) if row else None
 
     async def get_many(self, ids: Sequence[int]) -> dict[int, Episode]:
+        """Episodes by id (for batched loaders); missing ids are absent."""
         if not ids:
             return {}
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    text(
-                        f"SELECT {_COLUMNS} FROM episodes WHERE namespace = :ns AND id = ANY(:ids)"
-                    ),
-                    {"ns": self.namespace, "ids": list(ids)},
+                    select(*_COLUMNS).where(
+                        episodes.c.namespace == self.namespace, any_of(episodes.c.id, ids)
+                    )
                 )
             ).all()
         return {row.id: Episode.from_row(row) for row in rows}
@@ -198,15 +222,7 @@ class Episodes:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    text(
-                        f"""
-                        SELECT {_COLUMNS}, 1 - (embedding <=> CAST(:q AS vector)) AS similarity
-                        FROM episodes
-                        WHERE namespace = :ns AND {valid_sql("episodes", as_of is not None)}
-                        ORDER BY embedding <=> CAST(:q AS vector)
-                        LIMIT :k
-                        """
-                    ),
+                    text(similar_sql(as_of)),
                     {
                         "q": vector_literal(vector),
                         "ns": self.namespace,

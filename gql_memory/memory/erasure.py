@@ -6,16 +6,26 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import and_, delete, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.db import Database
-from gql_memory.memory.autograph import MENTIONS, SPOKEN_BY
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import (
+    edges,
+    metadata,
+    nodes,
+    raw_dialogue,
+    session_state,
+    stale_memory,
+    working_memory,
+)
+from gql_memory.memory.autograph import INSIGHT_LABEL, MENTIONS, SPOKEN_BY, TURN_LABEL
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
 from gql_memory.memory.sessions import lock_session
 from gql_memory.memory.validation import require_id, require_session_id
 
-SESSION_TABLES = ("working_memory", "stale_memory", "raw_dialogue")
+SESSION_TABLES = (working_memory, stale_memory, raw_dialogue)
 # What refers to a row of a table, as (table, column), all within its namespace. The foreign
 # keys have no ON DELETE action (migration 0013: Citus refuses SET NULL in a key that holds
 # the distribution column), so erasing a row clears these first, in the same transaction.
@@ -24,22 +34,15 @@ REFERRERS = {
     "episodes": (("nodes", "episode_id"), ("episodes", "superseded_by")),
     "raw_dialogue": (("nodes", "raw_id"),),
 }
-# A node's edges go with it (ON DELETE CASCADE); the facts they superseded stay, detached.
-DETACH_EDGES_OF_NODES_SQL = """
-UPDATE edges s SET superseded_by = NULL
-WHERE s.namespace = :ns AND s.superseded_by IN (
-    SELECT e.id FROM edges e
-    WHERE e.namespace = :ns
-      AND (e.source_id = ANY(CAST(:ids AS bigint[])) OR e.target_id = ANY(CAST(:ids AS bigint[]))))
+# Insights keep their content when the turns they came from are erased, not the references.
+FORGET_SOURCES_SQL = """
+UPDATE insights i
+SET source_ids = array(SELECT s FROM unnest(i.source_ids) s WHERE s <> ALL(CAST(:ids AS bigint[])))
+WHERE i.namespace = :ns AND i.source_ids && CAST(:ids AS bigint[])
 """
+# What the graph builds by itself carries this in its properties (see memory.autograph).
+AUTOMATIC = {"auto": True}
 # Erasure: the automatic nodes of erased memories, then automatic entities nothing links to.
-AUTO_NODES_SQL = """
-SELECT n.id FROM nodes n
-WHERE n.namespace = :ns AND n.properties @> '{"auto": true}'
-  AND ((n.label = 'Turn' AND n.raw_id = ANY(CAST(:raw_ids AS bigint[])))
-       OR (n.label = 'Insight' AND n.insight_id = ANY(CAST(:insight_ids AS bigint[]))))
-"""
-FORGET_NODES_SQL = "DELETE FROM nodes WHERE namespace = :ns AND id = ANY(CAST(:ids AS bigint[]))"
 FORGET_ORPHAN_ENTITIES_SQL = """
 DELETE FROM nodes n
 WHERE n.namespace = :ns AND n.label = 'Entity' AND n.properties @> '{"auto": true}'
@@ -65,7 +68,6 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
     named; nodes a client made for a turn stay, detached (their link is cleared).
     """
     session_id = require_session_id(session_id)
-    params = {"ns": namespace, "sid": session_id}
     deleted = 0
     async with db.write() as conn:
         await lock_session(conn, namespace, session_id)
@@ -74,11 +76,12 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
         raw_ids = (
             (
                 await conn.execute(
-                    text(
-                        "SELECT id FROM raw_dialogue WHERE namespace = :ns AND session_id = :sid "
-                        "FOR UPDATE"
-                    ),
-                    params,
+                    select(raw_dialogue.c.id)
+                    .where(
+                        raw_dialogue.c.namespace == namespace,
+                        raw_dialogue.c.session_id == session_id,
+                    )
+                    .with_for_update()
                 )
             )
             .scalars()
@@ -88,22 +91,16 @@ async def forget_session(db: Database, namespace: str, session_id: str) -> int:
         await detach(conn, "raw_dialogue", namespace, raw_ids)
         for table in SESSION_TABLES:
             result = await conn.execute(
-                text(f"DELETE FROM {table} WHERE namespace = :ns AND session_id = :sid"), params
+                delete(table).where(
+                    table.c.namespace == namespace, table.c.session_id == session_id
+                )
             )
             deleted += result.rowcount or 0
+        await conn.execute(text(FORGET_SOURCES_SQL), {"ns": namespace, "ids": list(raw_ids)})
         await conn.execute(
-            text(
-                """
-                UPDATE insights i
-                SET source_ids = array(
-                    SELECT s FROM unnest(i.source_ids) s WHERE s <> ALL(CAST(:ids AS bigint[])))
-                WHERE i.namespace = :ns AND i.source_ids && CAST(:ids AS bigint[])
-                """
-            ),
-            {"ns": namespace, "ids": list(raw_ids)},
-        )
-        await conn.execute(
-            text("DELETE FROM session_state WHERE namespace = :ns AND session_id = :sid"), params
+            delete(session_state).where(
+                session_state.c.namespace == namespace, session_state.c.session_id == session_id
+            )
         )
         await publish(conn, MemoryEvent(EventKind.SESSION_FORGOTTEN, namespace, session_id))
     return deleted
@@ -120,13 +117,13 @@ async def delete_row(
     """Erase one row of a namespace by id and report it; False when there was none.
     ``before`` runs first in the same transaction (e.g. to erase what stands for the row)."""
     row_id = require_id(row_id)
+    erased = metadata.tables[table]
     async with db.write() as conn:
         if before is not None:
             await before(conn, row_id)
         await detach(conn, table, namespace, [row_id])
         result = await conn.execute(
-            text(f"DELETE FROM {table} WHERE namespace = :ns AND id = :id"),
-            {"ns": namespace, "id": row_id},
+            delete(erased).where(erased.c.namespace == namespace, erased.c.id == row_id)
         )
         if result.rowcount:
             await publish(conn, MemoryEvent(event, namespace, ids=(row_id,)))
@@ -142,20 +139,32 @@ async def detach(conn: AsyncConnection, table: str, namespace: str, ids: Sequenc
     """
     if not ids:
         return
-    params = {"ns": namespace, "ids": list(ids)}
+    erased = metadata.tables[table]
     await conn.execute(
-        text(f"SELECT 1 FROM {table} WHERE namespace = :ns AND id = ANY(:ids) FOR UPDATE"), params
+        select(erased.c.id)
+        .where(erased.c.namespace == namespace, any_of(erased.c.id, ids))
+        .with_for_update()
     )
     if table == "nodes":
-        await conn.execute(text(DETACH_EDGES_OF_NODES_SQL), params)
-        return
-    for referrer, column in REFERRERS[table]:
+        # A node's edges go with it (ON DELETE CASCADE); the facts they superseded stay,
+        # detached.
+        touching = edges.alias("e")
+        edges_of_nodes = select(touching.c.id).where(
+            touching.c.namespace == namespace,
+            or_(any_of(touching.c.source_id, ids), any_of(touching.c.target_id, ids)),
+        )
         await conn.execute(
-            text(
-                f"UPDATE {referrer} SET {column} = NULL "
-                f"WHERE namespace = :ns AND {column} = ANY(:ids)"
-            ),
-            params,
+            update(edges)
+            .where(edges.c.namespace == namespace, edges.c.superseded_by.in_(edges_of_nodes))
+            .values(superseded_by=None)
+        )
+        return
+    for name, column in REFERRERS[table]:
+        referrer = metadata.tables[name]
+        await conn.execute(
+            update(referrer)
+            .where(referrer.c.namespace == namespace, any_of(referrer.c[column], ids))
+            .values({column: None})
         )
 
 
@@ -170,10 +179,19 @@ async def forget_auto_nodes(
     params = {"ns": namespace, "raw_ids": list(raw_ids), "insight_ids": list(insight_ids)}
     linked = {**params, "entity_relations": [MENTIONS, SPOKEN_BY]}
     entities = (await conn.execute(text(LINKED_ENTITIES_SQL), linked)).scalars().all()
-    nodes = (await conn.execute(text(AUTO_NODES_SQL), params)).scalars().all()
-    await detach(conn, "nodes", namespace, nodes)
-    if nodes:
-        await conn.execute(text(FORGET_NODES_SQL), {"ns": namespace, "ids": list(nodes)})
+    standing_for_them = or_(
+        and_(nodes.c.label == TURN_LABEL, any_of(nodes.c.raw_id, raw_ids)),
+        and_(nodes.c.label == INSIGHT_LABEL, any_of(nodes.c.insight_id, insight_ids)),
+    )
+    auto_nodes = select(nodes.c.id).where(
+        nodes.c.namespace == namespace, nodes.c.properties.contains(AUTOMATIC), standing_for_them
+    )
+    auto = (await conn.execute(auto_nodes)).scalars().all()
+    await detach(conn, "nodes", namespace, auto)
+    if auto:
+        await conn.execute(
+            delete(nodes).where(nodes.c.namespace == namespace, any_of(nodes.c.id, auto))
+        )
     if entities:
         await conn.execute(
             text(FORGET_ORPHAN_ENTITIES_SQL), {"ns": namespace, "entity_ids": list(entities)}

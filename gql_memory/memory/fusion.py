@@ -19,10 +19,11 @@ class Fusion(enum.Enum):
 
 @dataclass(frozen=True)
 class SearchWeights:
-    """Weight of each leg in the fusion; a zero weight switches the leg off."""
+    """Weight of each leg in the fusion; a zero weight switches the leg off. A leg left None
+    takes the operator's weight (GQL_MEMORY_SEARCH_VECTOR_WEIGHT / _TEXT_WEIGHT)."""
 
-    vector: float = 0.5
-    text: float = 0.5
+    vector: float | None = None
+    text: float | None = None
 
 
 def rrf(ranks: dict[str, int], weights: SearchWeights, k: int) -> float:

@@ -43,12 +43,19 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
-from sqlalchemy import text
+from sqlalchemy import select
 
 from gql_memory.config import IMPORT_BATCH_SIZE
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import raw_dialogue
 from gql_memory.errors import GqlMemoryError, ValidationError
 from gql_memory.memory.raw import RawDialogueInput, RawDialogueStore, validated_turn
-from gql_memory.memory.validation import require_json_object, require_session_id, require_text
+from gql_memory.memory.validation import (
+    require_json_object,
+    require_namespace,
+    require_session_id,
+    require_text,
+)
 
 IMPORT_KEY = "import_key"
 TURN_ERROR = re.compile(r"^turn (\d+): (.*)$", re.S)
@@ -325,6 +332,7 @@ class TranscriptImporter:
     """Stores parsed turns in batches, skipping turns already imported."""
 
     def __init__(self, raw: RawDialogueStore, batch_size: int = IMPORT_BATCH_SIZE) -> None:
+        require_namespace(raw.namespace)  # a store built without Memory was never checked
         if not 1 <= batch_size <= 10_000:
             raise ValidationError("batch size must be between 1 and 10000")
         self.raw = raw
@@ -378,14 +386,13 @@ class TranscriptImporter:
     async def _present(self, batch: list[RawDialogueInput]) -> set[str]:
         """Import keys of the batch already stored (one index lookup)."""
         async with self.raw.db.read() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT import_key FROM raw_dialogue "
-                    "WHERE namespace = :ns AND import_key = ANY(:keys)"
-                ),
-                {"ns": self.raw.namespace, "keys": [_import_key(t) for t in batch]},
+            keys = await conn.scalars(
+                select(raw_dialogue.c.import_key).where(
+                    raw_dialogue.c.namespace == self.raw.namespace,
+                    any_of(raw_dialogue.c.import_key, [_import_key(t) for t in batch]),
+                )
             )
-            return set(rows.scalars())
+            return set(keys)
 
 
 def _import_key(turn: RawDialogueInput) -> str:

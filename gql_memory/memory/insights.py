@@ -9,13 +9,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, func, select, text, tuple_
+from sqlalchemy import Row, and_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
-from gql_memory.db.tables import insights
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import insights, raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.autograph import link_insights
@@ -35,6 +36,7 @@ from gql_memory.memory.validity import (
     require_as_of,
     require_instant,
     require_supersedes,
+    supersedes_column,
     valid_sql,
 )
 from gql_memory.memory.vectors import load_embeddings, require_top_k, vector_literal
@@ -62,7 +64,6 @@ LIMIT :k
 """
 
 
-_predecessor = insights.alias("p")
 _COLUMNS = (
     insights.c.id,
     insights.c.content,
@@ -72,13 +73,7 @@ _COLUMNS = (
     insights.c.valid_from,
     insights.c.valid_to,
     insights.c.superseded_by,
-    select(func.array_agg(_predecessor.c.id))
-    .where(
-        _predecessor.c.namespace == insights.c.namespace,
-        _predecessor.c.superseded_by == insights.c.id,
-    )
-    .scalar_subquery()
-    .label("supersedes"),
+    supersedes_column(insights),
 )
 
 
@@ -276,11 +271,12 @@ class Insights:
                     # FOR KEY SHARE: a concurrent forgetSession waits for this insight to
                     # commit (and then clears its references), or this waits for the erasure
                     # and finds the turns gone; never a dangling source id
-                    text(
-                        "SELECT id FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids) "
-                        "FOR KEY SHARE"
-                    ),
-                    {"ns": self.namespace, "ids": sorted(ids)},
+                    select(raw_dialogue.c.id)
+                    .where(
+                        raw_dialogue.c.namespace == self.namespace,
+                        any_of(raw_dialogue.c.id, sorted(ids)),
+                    )
+                    .with_for_update(read=True, key_share=True)
                 )
             ).scalars()
         )
@@ -309,7 +305,7 @@ class Insights:
             rows = (
                 await conn.execute(
                     select(*_COLUMNS).where(
-                        insights.c.id.in_(list(ids)), insights.c.namespace == self.namespace
+                        insights.c.namespace == self.namespace, any_of(insights.c.id, ids)
                     )
                 )
             ).all()
@@ -350,7 +346,7 @@ class Insights:
             has_previous_page=after is not None,
         )
 
-    async def embeddings(self, ids: Sequence[int]) -> dict[int, list[float]]:
+    async def embeddings(self, ids: Sequence[int]) -> dict[int, builtins.list[float]]:
         """Embeddings by id — read only when a caller asks for them."""
         return await load_embeddings(self.db, "insights", self.namespace, ids)
 

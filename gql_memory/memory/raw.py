@@ -14,6 +14,7 @@ from sqlalchemy import Row, and_, select, text, tuple_
 
 from gql_memory.config import EVENTS_CHANNEL, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
+from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ServiceUnavailableError, ValidationError
@@ -316,7 +317,7 @@ class RawDialogueStore:
         if not self.settings.embed_raw_context:
             return [turn_text(r["speaker"], r["content"]) for r in rows]
         previous: dict[str, str | None] = {}
-        firsts = {}
+        firsts: dict[str, datetime | None] = {}
         for r in rows:
             firsts.setdefault(r["session_id"], r["timestamp"])
         async with self.db.read() as conn:
@@ -356,7 +357,7 @@ class RawDialogueStore:
             rows = (
                 await conn.execute(
                     select(*_RETURNED).where(
-                        raw_dialogue.c.id.in_(list(ids)), raw_dialogue.c.namespace == self.namespace
+                        raw_dialogue.c.namespace == self.namespace, any_of(raw_dialogue.c.id, ids)
                     )
                 )
             ).all()

@@ -26,13 +26,11 @@ from gql_memory.memory.decay import decay_params
 from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf
 from gql_memory.memory.search_sql import (
     LAYERS,
-    QUERY_CTE,
     MemoryLayer,
     When,
+    content_sql,
     graph_sql,
-    text_ctes,
-    text_leg,
-    vector_leg,
+    legs_sql,
 )
 from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.validity import require_as_of, require_period
@@ -77,8 +75,14 @@ def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> floa
 
 
 def require_weights(weights: SearchWeights | None, settings: Settings) -> SearchWeights:
+    """Both legs' weights: those given, and the operator's for a leg left None (the settings
+    are the only source of defaults)."""
     if weights is None:
         return SearchWeights(settings.search_vector_weight, settings.search_text_weight)
+    weights = SearchWeights(
+        settings.search_vector_weight if weights.vector is None else weights.vector,
+        settings.search_text_weight if weights.text is None else weights.text,
+    )
     for name in ("vector", "text"):
         value = getattr(weights, name)
         if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
@@ -156,7 +160,7 @@ class HybridSearch:
         weights = require_weights(weights, self.settings)
         fusion = require_fusion(fusion, self.settings)
         vector = None
-        if weights.vector > 0:
+        if weights.vector:  # a leg weighted 0 is off
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
@@ -180,14 +184,7 @@ class HybridSearch:
         when: When,
         moments: dict[str, datetime | None],
     ) -> list[_Candidate]:
-        legs, ctes = [], [QUERY_CTE]
-        for layer in layers:
-            if vector is not None:
-                legs.append(vector_leg(layer, when))
-            if weights.text > 0:
-                legs.append(text_leg(layer))
-                ctes.append(text_ctes(layer, when))
-        sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
+        sql = legs_sql(layers, when, vector=vector is not None, text=bool(weights.text))
         rows = (
             await conn.execute(
                 text(sql),
@@ -324,23 +321,11 @@ class HybridSearch:
     async def _with_content(self, conn: Any, hits: list[SearchHit]) -> list[SearchHit]:
         if not hits:
             return []
-        parts = [
-            f"SELECT '{layer.value}' AS layer, id, {spec.content} AS content, "
-            f"{spec.session} AS session_id, "
-            + (
-                "valid_from, valid_to, superseded_by "
-                if spec.facts
-                else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint) "
-            )
-            + f"FROM {spec.table} "
-            f"WHERE namespace = :ns AND id = ANY(:ids_{layer.value.lower()})"
-            for layer, spec in LAYERS.items()
-            if any(h.layer is layer for h in hits)
-        ]
         params: dict[str, Any] = {"ns": self.namespace}
         for layer in LAYERS:
             params[f"ids_{layer.value.lower()}"] = [h.id for h in hits if h.layer is layer]
-        rows = (await conn.execute(text(" UNION ALL ".join(parts)), params)).all()
+        sql = content_sql({h.layer for h in hits})
+        rows = (await conn.execute(text(sql), params)).all()
         found = {(r.layer, r.id): r for r in rows}
         return [
             replace(

@@ -204,6 +204,38 @@ def text_leg(layer: MemoryLayer) -> str:
      LIMIT :n)"""
 
 
+def legs_sql(layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool) -> str:
+    """Every leg of every layer in one statement: the vector leg with a query vector, the
+    text leg when its weight is not 0; rows of each leg in rank order."""
+    legs, ctes = [], [QUERY_CTE]
+    for layer in layers:
+        if vector:
+            legs.append(vector_leg(layer, when))
+        if text:
+            legs.append(text_leg(layer))
+            ctes.append(text_ctes(layer, when))
+    return "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
+
+
+def content_sql(layers: Iterable[MemoryLayer]) -> str:
+    """What the final hits show, for the hits of ``layers``: their text, session and validity
+    (:ids_<layer> per layer)."""
+    chosen = set(layers)
+    return " UNION ALL ".join(
+        f"SELECT '{layer.value}' AS layer, id, {spec.content} AS content, "
+        f"{spec.session} AS session_id, "
+        + (
+            "valid_from, valid_to, superseded_by "
+            if spec.facts
+            else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint) "
+        )
+        + f"FROM {spec.table} "
+        f"WHERE namespace = :ns AND id = ANY(:ids_{layer.value.lower()})"
+        for layer, spec in LAYERS.items()
+        if layer in chosen
+    )
+
+
 def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
     """Neighbours of the best hits and the boosts of every candidate, in one statement.
 

@@ -119,13 +119,14 @@ def require_page_size(first: Any, default: int, maximum: int) -> int:
     return first
 
 
-# One rule for every way in: API keys, the library, transcript imports, the MCP bridge.
-NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}$")
+# One rule for every way in: API keys, the library (stores and ``scoped``), transcript
+# imports, the MCP bridge, the CLI. Matched whole: "$" alone would let a trailing newline in.
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,254}")
 
 
 def require_namespace(value: Any) -> str:
     """A namespace every entry point accepts (so data never lands where no key can read it)."""
-    if not isinstance(value, str) or not NAMESPACE_PATTERN.match(value):
+    if not isinstance(value, str) or not NAMESPACE_PATTERN.fullmatch(value):
         raise ValidationError(
             f"namespace {str(value)[:60]!r} is invalid: it must be 1-255 characters, letters, "
             "digits and . _ : @ - (starting with a letter or digit)"

@@ -12,13 +12,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Label, Table, func, select, update
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import edges, episodes, insights
 from gql_memory.errors import ValidationError
 from gql_memory.memory.validation import require_id
 
-FACT_TABLES = ("insights", "episodes", "edges")
+FACT_TABLES: dict[str, Table] = {"insights": insights, "episodes": episodes, "edges": edges}
 MAX_SUPERSEDES = 100
 VALIDITY_COLUMNS = "valid_from, valid_to, superseded_by"
 
@@ -67,6 +70,21 @@ def valid_sql(alias: str, as_of: bool) -> str:
     )
 
 
+def supersedes_column(facts: Table) -> Label[Any]:
+    """The facts a row of ``facts`` superseded, oldest first: the reverse of superseded_by,
+    as a ``supersedes`` column of a select from ``facts``."""
+    predecessor = facts.alias("p")
+    return (
+        select(func.array_agg(aggregate_order_by(predecessor.c.id, predecessor.c.id)))
+        .where(
+            predecessor.c.namespace == facts.c.namespace,
+            predecessor.c.superseded_by == facts.c.id,
+        )
+        .scalar_subquery()
+        .label("supersedes")
+    )
+
+
 def require_supersedes(values: Sequence[Any] | None) -> list[int]:
     ids = sorted({require_id(v, "supersedes") for v in values or ()})
     if len(ids) > MAX_SUPERSEDES:
@@ -85,17 +103,17 @@ async def close_facts(
     """Close the facts ``ids`` of ``table`` at ``at`` (default: now), linked to ``successor``,
     inside the caller's transaction. Every fact must exist in the namespace, be valid still,
     and have begun before ``at``; otherwise BAD_USER_INPUT and nothing is closed."""
-    assert table in FACT_TABLES
+    facts = FACT_TABLES[table]
     if not ids:
         return []
+    these = (facts.c.namespace == namespace, any_of(facts.c.id, ids))
     rows = (
         await conn.execute(
             # FOR UPDATE: two writers superseding one fact serialise; the second finds it closed
-            text(
-                f"SELECT id, valid_from, valid_to FROM {table} "
-                f"WHERE namespace = :ns AND id = ANY(:ids) ORDER BY id FOR UPDATE"
-            ),
-            {"ns": namespace, "ids": list(ids)},
+            select(facts.c.id, facts.c.valid_from, facts.c.valid_to)
+            .where(*these)
+            .order_by(facts.c.id)
+            .with_for_update()
         )
     ).all()
     found = {row.id: row for row in rows}
@@ -108,19 +126,13 @@ async def close_facts(
         raise ValidationError(
             f"Already superseded or invalidated (a closed fact stays closed): {_shown(closed)}"
         )
-    moment = at or await conn.scalar(text("SELECT now()"))
+    moment = at or await conn.scalar(select(func.now()))
     early = [i for i in ids if found[i].valid_from > moment]
     if early:
         raise ValidationError(
             f"Cannot close a fact before it became valid ({noun} {_shown(early)})"
         )
-    await conn.execute(
-        text(
-            f"UPDATE {table} SET valid_to = :at, superseded_by = :successor "
-            f"WHERE namespace = :ns AND id = ANY(:ids)"
-        ),
-        {"ns": namespace, "ids": list(ids), "at": moment, "successor": successor},
-    )
+    await conn.execute(update(facts).where(*these).values(valid_to=moment, superseded_by=successor))
     return list(ids)
 
 
@@ -128,16 +140,14 @@ async def superseding(
     conn: AsyncConnection, table: str, namespace: str, ids: Sequence[int]
 ) -> dict[int, list[int]]:
     """For each fact of ``ids``, the facts it superseded (the reverse of superseded_by)."""
-    assert table in FACT_TABLES
+    facts = FACT_TABLES[table]
     result: dict[int, list[int]] = {i: [] for i in ids}
     if not ids:
         return result
     rows = await conn.execute(
-        text(
-            f"SELECT superseded_by, id FROM {table} "
-            f"WHERE namespace = :ns AND superseded_by = ANY(:ids) ORDER BY id"
-        ),
-        {"ns": namespace, "ids": list(ids)},
+        select(facts.c.superseded_by, facts.c.id)
+        .where(facts.c.namespace == namespace, any_of(facts.c.superseded_by, ids))
+        .order_by(facts.c.id)
     )
     for successor, predecessor in rows:
         result[successor].append(predecessor)

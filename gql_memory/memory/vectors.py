@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Text, cast, select
 
 from gql_memory.db import Database
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import metadata
 from gql_memory.errors import ValidationError
 
 MAX_TOP_K = 100
@@ -45,14 +47,11 @@ async def load_embeddings(
     """Embeddings of rows by id — read only when a caller asks for them."""
     if not ids:
         return {}
+    embedded = metadata.tables[table]
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    f"SELECT id, embedding::text AS embedding FROM {table} "
-                    "WHERE namespace = :ns AND id = ANY(:ids)"
-                ),
-                {"ns": namespace, "ids": list(ids)},
+        rows = await conn.execute(
+            select(embedded.c.id, cast(embedded.c.embedding, Text)).where(
+                embedded.c.namespace == namespace, any_of(embedded.c.id, ids)
             )
-        ).all()
-    return {row.id: parse_vector(row.embedding) for row in rows}
+        )
+        return {row_id: parse_vector(vector) for row_id, vector in rows}

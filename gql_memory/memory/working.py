@@ -8,6 +8,7 @@ stale memory in the same transaction, so nothing is ever lost.
 
 from __future__ import annotations
 
+import builtins
 import enum
 import json
 import logging
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, func, select, text
+from sqlalchemy import Row, delete, func, select, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -325,7 +326,7 @@ class WorkingMemory:
             ).all()
         return [WorkingMemoryItem.from_row(r) for r in rows]
 
-    async def list_all_sessions(self, limit: int) -> list[WorkingMemoryItem]:
+    async def list_all_sessions(self, limit: int) -> builtins.list[WorkingMemoryItem]:
         """Up to ``limit`` items of every session of the namespace, most recently accessed
         first, each with its session (seed 003's ``memory://working-memory`` without a
         session)."""
@@ -424,43 +425,25 @@ class WorkingMemory:
     async def clear(self, session_id: str = DEFAULT_SESSION) -> int:
         """Delete every item of the session; critical items are archived first. Returns count."""
         session_id = require_session_id(session_id)
-        params = {
-            "namespace": self.namespace,
-            "session_id": session_id,
-            "critical": self.settings.critical_importance,
-        }
+        in_session = (
+            working_memory.c.namespace == self.namespace,
+            working_memory.c.session_id == session_id,
+        )
         async with self.db.write() as conn:
             await lock_session(conn, self.namespace, session_id)
-            critical = (
-                (
-                    await conn.execute(
-                        text(
-                            "SELECT id FROM working_memory WHERE namespace = :namespace "
-                            "AND session_id = :session_id AND importance > :critical"
-                        ),
-                        params,
-                    )
+            critical = await conn.scalars(
+                select(working_memory.c.id).where(
+                    *in_session, working_memory.c.importance > self.settings.critical_importance
                 )
-                .scalars()
-                .all()
             )
             archived = await archive_rows(
                 conn, self.namespace, list(critical), ArchiveReason.MANUAL_ARCHIVE
             )
             deleted = (
-                (
-                    await conn.execute(
-                        text(
-                            "DELETE FROM working_memory "
-                            "WHERE namespace = :namespace AND session_id = :session_id "
-                            "RETURNING id"
-                        ),
-                        params,
-                    )
+                await conn.scalars(
+                    delete(working_memory).where(*in_session).returning(working_memory.c.id)
                 )
-                .scalars()
-                .all()
-            )
+            ).all()
             await publish(
                 conn, MemoryEvent(EventKind.CLEARED, self.namespace, session_id, tuple(deleted))
             )

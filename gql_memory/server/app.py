@@ -15,28 +15,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from gql_memory.api.auth import Authenticator
+from gql_memory import runtime
 from gql_memory.api.persisted import PersistedDocuments
 from gql_memory.api.rate_limit import RateLimiter
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.db.embedded import (
-    EmbeddedPostgres,
-    allow_role_login,
-    login_url,
-    start_embedded,
-)
 from gql_memory.db.fair import FairShare
-from gql_memory.db.migrate import ensure_text_search_config, is_current, upgrade
-from gql_memory.db.replicas import ReadReplicas
+from gql_memory.db.migrate import is_current
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.keys import KeyVerifier, auth_mode
 from gql_memory.live.hub import EventHub
 from gql_memory.live.listener import EventListener
-from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.rules import rules_for
+from gql_memory.runtime import Purpose
 from gql_memory.server import ui
+from gql_memory.server.auth import Authenticator
 from gql_memory.server.metrics import Metrics
 from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 from gql_memory.server.view import MemoryGraphQL
@@ -88,30 +82,6 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-async def request_url(owner: Database, settings: Settings, url: str, embedded: bool) -> str:
-    """The URL requests connect with: GQL_MEMORY_APP_DATABASE_URL, or on the embedded server
-    a login as the role itself; otherwise DATABASE_URL (its connections SET ROLE at start)."""
-    role = settings.database_role
-    if embedded and not settings.app_database_url:
-        await allow_role_login(owner, role)
-        return login_url(url, role)
-    await warn_if_text_search_scans(owner)
-    return settings.app_database_url or url
-
-
-async def warn_if_text_search_scans(owner: Database) -> None:
-    """Say how to fix full-text search scanning under row-level security (see 0007)."""
-    async with owner.read() as conn:
-        leakproof = await conn.scalar(
-            text("SELECT proleakproof FROM pg_proc WHERE oid = 'ts_match_vq'::regproc")
-        )
-    if not leakproof:
-        log.warning(
-            "full-text search cannot use its index under row-level security until a "
-            "superuser runs: ALTER FUNCTION pg_catalog.ts_match_vq(tsvector, tsquery) LEAKPROOF"
-        )
-
-
 def create_app(settings: Settings | None = None) -> Starlette:
     """The ASGI app. Without DATABASE_URL the lifespan starts the embedded PostgreSQL."""
     settings = settings or Settings()
@@ -126,79 +96,55 @@ def create_app(settings: Settings | None = None) -> Starlette:
         documents = PersistedDocuments.for_settings(settings)
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        embedded: EmbeddedPostgres | None = None
-        url = settings.database_url
-        if url is None:
-            embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
-            url = embedded.url
         embedder = InstrumentedEmbedder(make_provider(settings), metrics)
-        role = settings.database_role
-        db: Database | None = None
         listener: EventListener | None = None
-        hub: EventHub | None = None
         try:
-            # The owner migrates and checks the configuration; requests run as the
-            # non-superuser role under row-level security (migration 0007).
-            owner = Database.for_maintenance(url, settings)
-            try:
-                await upgrade(owner, embedder.dim, role)
-                await verify_embedding_config(owner, embedder)
-                await ensure_text_search_config(owner, settings.text_search_config)
-                app_url = await request_url(owner, settings, url, embedded is not None)
-            finally:
-                await owner.dispose()
-            db = Database.from_url(app_url, settings, role=role)
-            metrics.instrument_pool(db.engine, settings)
-            if settings.read_database_urls:
-                # queries read on the replicas (as the same role, under the same policies)
-                replicas = ReadReplicas.for_settings(
-                    settings, db.engine, role=role, observer=metrics
+            async with runtime.open(
+                settings, Purpose.SERVER, embedder=embedder, replica_observer=metrics
+            ) as rt:
+                db = rt.db
+                metrics.instrument_pool(db.engine, settings)
+                verifier = KeyVerifier.for_settings(db, settings)
+                # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its
+                # open subscriptions and its cached verdict at once.
+                hub = EventHub(
+                    settings.subscriber_queue_size,
+                    observer=metrics,
+                    on_key_revoked=verifier.forget_key,
                 )
-                db = db.with_replicas(replicas)
-                await replicas.start()
-            verifier = KeyVerifier.for_settings(db, settings)
-            # A revoked key (on any server: KEY_REVOKED comes through LISTEN) loses its open
-            # subscriptions and its cached verdict at once.
-            hub = EventHub(
-                settings.subscriber_queue_size,
-                observer=metrics,
-                on_key_revoked=verifier.forget_key,
-            )
-            log.info(describe(embedder))
-            live = settings.live_events
-            if live:
-                # Live events: this process's subscribers, fed by its one LISTEN connection.
-                # On the primary, never a replica: NOTIFY is not replicated to standbys.
-                listener = EventListener(app_url, hub, settings, observer=metrics, role=role)
-                await listener.start()
-            app.state.db = db
-            app.state.fair_share = FairShare(settings.namespace_slots)
-            app.state.rate_limiter = RateLimiter(
-                settings.rate_limit_per_s, settings.rate_limit_burst
-            )
-            app.state.settings = settings
-            app.state.documents = documents
-            app.state.embedder = embedder
-            app.state.event_hub = hub if live else None
-            app.state.metrics = metrics
-            app.state.authenticator = Authenticator(settings, verifier)
-            log.info("serving; API keys %s", auth_mode(settings))
-            # What startup built (schema, modules, the model) lives as long as the server:
-            # out of the collector's sight, a full collection no longer walks it (pauses of
-            # tens of ms on a large result otherwise).
-            gc.freeze()
-            yield
+                log.info(describe(embedder))
+                live = settings.live_events
+                if live:
+                    # Live events: this process's subscribers, fed by its one LISTEN
+                    # connection. On the primary, never a replica: NOTIFY is not replicated.
+                    listener = EventListener(
+                        rt.db_url, hub, settings, observer=metrics, role=settings.database_role
+                    )
+                    await listener.start()
+                app.state.db = db
+                app.state.fair_share = FairShare(settings.namespace_slots)
+                app.state.rate_limiter = RateLimiter(
+                    settings.rate_limit_per_s, settings.rate_limit_burst
+                )
+                app.state.settings = settings
+                app.state.documents = documents
+                app.state.embedder = embedder
+                app.state.event_hub = hub if live else None
+                app.state.metrics = metrics
+                app.state.authenticator = Authenticator(settings, verifier)
+                log.info("serving; API keys %s", auth_mode(settings))
+                # What startup built (schema, modules, the model) lives as long as the
+                # server: out of the collector's sight, a full collection no longer walks it
+                # (pauses of tens of ms on a large result otherwise).
+                gc.freeze()
+                try:
+                    yield
+                finally:
+                    hub.close()
+                    if listener is not None:
+                        await listener.stop()
         finally:
-            if hub is not None:
-                hub.close()
-            if listener is not None:
-                await listener.stop()
-            await embedder.aclose()
-            if db is not None:
-                await db.dispose()
             metrics.process_exited()
-            if embedded is not None:
-                await asyncio.to_thread(embedded.stop)
             sys.setswitchinterval(switch_interval)
             gc.unfreeze()
 

@@ -15,7 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gql_memory.api.extensions.operation_log import OPERATIONS_STATE_KEY
+from gql_memory.server.state import REQUEST_STATE_KEY, RequestState, request_state
 
 access_log = logging.getLogger("gql_memory.access")
 
@@ -62,8 +62,8 @@ class RequestContextMiddleware:
         given = dict(scope.get("headers", [])).get(REQUEST_ID_HEADER.encode(), b"")
         given_id = given.decode("latin-1")
         request_id = given_id if _SAFE_REQUEST_ID.match(given_id) else uuid.uuid4().hex
-        state = scope.setdefault("state", {})
-        state["request_id"] = request_id
+        state = RequestState(request_id)
+        scope.setdefault("state", {})[REQUEST_STATE_KEY] = state
         started = time.perf_counter()
         status = 101 if scope["type"] == "websocket" else 500
 
@@ -85,7 +85,7 @@ class RequestContextMiddleware:
                 self._log(scope, state, status, time.perf_counter() - started)
 
     @staticmethod
-    def _log(scope: Scope, state: dict[str, Any], status: int, seconds: float) -> None:
+    def _log(scope: Scope, state: RequestState, status: int, seconds: float) -> None:
         method = scope.get("method", "WS")
         access_log.info(
             "%s %s %s",
@@ -93,15 +93,15 @@ class RequestContextMiddleware:
             scope.get("path"),
             status,
             extra={
-                "request_id": state["request_id"],
+                "request_id": state.request_id,
                 "method": method,
                 "path": scope.get("path"),
                 "status": status,
                 "duration_ms": round(seconds * 1000, 2),
-                "operations": state.get(OPERATIONS_STATE_KEY, []),
-                "error_codes": state.get("error_codes", []),
-                "namespace": state.get("namespace"),
-                "key_id": state.get("key_id"),
+                "operations": state.operations,
+                "error_codes": state.error_codes,
+                "namespace": state.namespace,
+                "key_id": state.key_id,
             },
         )
 
@@ -148,7 +148,7 @@ class BodySizeLimitMiddleware:
         response = error_response(
             413,
             f"Request body exceeds {self.max_bytes} bytes (GQL_MEMORY_MAX_BODY_BYTES)",
-            request_id=scope.get("state", {}).get("request_id"),
+            request_id=request_state(scope).request_id,
         )
         await response(scope, receive, send)
 

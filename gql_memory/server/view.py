@@ -34,11 +34,10 @@ from strawberry.subscriptions import (
 from strawberry.types import ExecutionResult as StrawberryExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from gql_memory.api.auth import Authenticator, Credentials
-from gql_memory.api.context import Context
 from gql_memory.api.errors import format_error
 from gql_memory.api.extensions.operation_metrics import OperationMetrics
 from gql_memory.api.extensions.read_consistency import ReadConsistency
+from gql_memory.api.info import Context, Credentials
 from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
 from gql_memory.db import Database
@@ -46,9 +45,9 @@ from gql_memory.db.fair import NamespacedDatabase
 from gql_memory.db.positions import ReadSession, read_session
 from gql_memory.errors import UnauthenticatedError, ValidationError
 from gql_memory.memory import Memory
+from gql_memory.server.auth import Authenticator
 from gql_memory.server.http_requests import RequestRefused, check_batch, operation_data
 from gql_memory.server.media_types import (
-    APPLICATION_JSON,
     GRAPHQL_RESPONSE_JSON,
     PREFERRED_ACCEPT,
     is_request_error,
@@ -57,6 +56,7 @@ from gql_memory.server.media_types import (
 )
 from gql_memory.server.metrics import Metrics
 from gql_memory.server.middleware import error_response
+from gql_memory.server.state import RequestState, request_state
 from gql_memory.server.ui import graphiql_page
 
 log = logging.getLogger(__name__)
@@ -95,9 +95,9 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             await super().__call__(scope, receive, send)
             return
         request = Request(scope=scope, receive=receive)
-        state = scope.setdefault("state", {})
-        request_id = state.get("request_id")
-        media_type = state["media_type"] = negotiate(request.headers.get("accept"))
+        state = request_state(scope)
+        request_id = state.request_id
+        media_type = state.media_type = negotiate(request.headers.get("accept"))
         response: Response
         if request.method == "POST" and not _is_json(request.headers.get("content-type", "")):
             response = error_response(
@@ -108,7 +108,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
                 answered = await self._run_while_connected(request, receive)
                 if answered is None:
                     log.info("client disconnected; its request was cancelled")
-                    state.setdefault("error_codes", []).append("CLIENT_CLOSED")
+                    state.error_codes.append("CLIENT_CLOSED")
                     return
                 response = answered
             except HTTPException as exc:  # strawberry's plain-text refusals, as GraphQL JSON
@@ -122,10 +122,10 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
                 # The body ended early: the client went away mid-request. Nothing ran, nothing
                 # to answer, nothing wrong with the server.
                 log.info("client disconnected before the request body was complete")
-                state.setdefault("error_codes", []).append("BAD_USER_INPUT")
+                state.error_codes.append("BAD_USER_INPUT")
                 return
         if response.status_code in (400, 405, 413, 415):
-            state.setdefault("error_codes", []).append("BAD_USER_INPUT")
+            state.error_codes.append("BAD_USER_INPUT")
         await response(scope, receive, send)
 
     async def _run_while_connected(self, request: Request, receive: Receive) -> Response | None:
@@ -204,7 +204,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
         """Carries the negotiated media type on to ``create_response``."""
         sub_response = await super().get_sub_response(request)
-        sub_response.media_type = request.scope.get("state", {}).get("media_type", APPLICATION_JSON)
+        sub_response.media_type = request_state(request.scope).media_type
         return sub_response
 
     def should_render_graphql_ide(self, request: Any) -> bool:
@@ -223,8 +223,8 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         state = request.app.state
         with _primary_first(state.db):
             credentials = await state.authenticator.from_headers(request.headers)
-        scope_state = request.scope.setdefault("state", {})
-        _note_caller(scope_state, credentials)
+        this_request = request_state(request.scope)
+        _note_caller(this_request, credentials)
         # An HTTP stream (SSE, multipart) lives like a WebSocket: its key is re-checked while
         # it is open, and a caller without a valid key gets a 401, not a stream of errors.
         long_lived = isinstance(request, WebSocket) or (
@@ -243,7 +243,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             request=request,
             response=response,
             settings=state.settings,
-            request_id=scope_state.get("request_id", "-"),
+            request_id=this_request.request_id,
             credentials=credentials,
             build_memory=lambda namespace: Memory(
                 NamespacedDatabase(db, namespace, state.fair_share),
@@ -255,6 +255,8 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             rate_limiter=state.rate_limiter,
             documents=state.documents,
             refresh_credentials=state.authenticator.refresh if long_lived else None,
+            # the names OperationRecorder notes go straight to the access log
+            operations=this_request.operations,
         )
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
@@ -264,7 +266,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             context.credentials = await authenticator.from_connection_params(
                 context.connection_params, context.credentials
             )
-        _note_caller(context.request.scope.setdefault("state", {}), context.credentials)
+        _note_caller(request_state(context.request.scope), context.credentials)
         if context.credentials.principal is None:
             raise ConnectionRejectionError()
         return UNSET
@@ -272,16 +274,13 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
     async def process_result(
         self, request: Request, result: ExecutionResult
     ) -> GraphQLHTTPResponse:
-        state = request.scope.setdefault("state", {})
-        request_id = state.get("request_id")
+        state = request_state(request.scope)
         response: GraphQLHTTPResponse = {"data": result.data}
         if result.errors:
-            response["errors"] = [format_error(e, request_id) for e in result.errors]
-            state.setdefault("error_codes", []).extend(
-                e["extensions"]["code"] for e in response["errors"]
-            )
+            response["errors"] = [format_error(e, state.request_id) for e in result.errors]
+            state.error_codes.extend(e["extensions"]["code"] for e in response["errors"])
             # the spec's type: a request error (nothing executed) has no data entry at all
-            if state.get("media_type") == GRAPHQL_RESPONSE_JSON and is_request_error(
+            if state.media_type == GRAPHQL_RESPONSE_JSON and is_request_error(
                 result.data, result.errors
             ):
                 del response["data"]
@@ -339,8 +338,8 @@ def _is_json(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
-def _note_caller(state: dict[str, Any], credentials: Credentials) -> None:
+def _note_caller(state: RequestState, credentials: Credentials) -> None:
     """Who the caller is, for the access log (namespace and key id; never the key)."""
     principal = credentials.principal
-    state["namespace"] = principal.namespace if principal else None
-    state["key_id"] = principal.key_id if principal else None
+    state.namespace = principal.namespace if principal else None
+    state.key_id = principal.key_id if principal else None

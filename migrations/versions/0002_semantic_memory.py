@@ -15,6 +15,8 @@ from alembic import op
 from pgvector.sqlalchemy import Vector
 from sqlalchemy.dialects import postgresql
 
+from gql_memory.db.indexes import hnsw_index_ddl, hnsw_index_name
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -33,13 +35,6 @@ def _dim() -> int:
 
 def _namespace() -> sa.Column:
     return sa.Column("namespace", sa.String(255), nullable=False, server_default="default")
-
-
-def _hnsw(name: str, table: str) -> None:
-    op.execute(
-        f"CREATE INDEX {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
-        "WITH (m = 16, ef_construction = 64)"
-    )
 
 
 def upgrade() -> None:
@@ -82,7 +77,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_insights_ns_created", "insights", ["namespace", "created_at"])
     op.create_index("ix_insights_tsv", "insights", ["content_tsv"], postgresql_using="gin")
-    _hnsw("ix_insights_embedding_hnsw", "insights")
+    op.execute(hnsw_index_ddl("insights"))
 
     op.create_table(
         "episodes",
@@ -100,14 +95,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_episodes_ns_created", "episodes", ["namespace", "created_at"])
     op.create_index("ix_episodes_tsv", "episodes", ["content_tsv"], postgresql_using="gin")
-    _hnsw("ix_episodes_embedding_hnsw", "episodes")
+    op.execute(hnsw_index_ddl("episodes"))
 
     op.add_column("raw_dialogue", sa.Column("embedding", Vector(dim), nullable=True))
-    _hnsw("ix_raw_dialogue_embedding_hnsw", "raw_dialogue")
+    op.execute(hnsw_index_ddl("raw_dialogue"))
 
 
 def downgrade() -> None:
-    op.drop_index("ix_raw_dialogue_embedding_hnsw", table_name="raw_dialogue")
+    op.drop_index(hnsw_index_name("raw_dialogue"), table_name="raw_dialogue")
     op.drop_column("raw_dialogue", "embedding")
     op.drop_table("episodes")
     op.drop_table("insights")

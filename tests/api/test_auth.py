@@ -211,11 +211,11 @@ async def ws_exchange(
             init["payload"] = init_payload
         await ws.send_json(init)
         try:
-            received.append(await asyncio.wait_for(ws.receive_json(), 5))
+            received.append(await asyncio.wait_for(ws.receive_json(), 30))
             if query is not None and received[-1]["type"] == "connection_ack":
                 await ws.send_json({"id": "1", "type": "subscribe", "payload": {"query": query}})
                 while received[-1]["type"] not in ("complete", "error"):
-                    received.append(await asyncio.wait_for(ws.receive_json(), 5))
+                    received.append(await asyncio.wait_for(ws.receive_json(), 30))
         except WebSocketDisconnect as closed:
             received.append({"type": "closed", "code": closed.code})
     return received
@@ -280,20 +280,20 @@ async def test_revoking_a_key_closes_its_open_subscriptions_before_any_later_wri
         f"{secure_api.base_url}/graphql", secure_api.client, subprotocols=["graphql-transport-ws"]
     ) as ws:
         await ws.send_json({"type": "connection_init", "payload": {"apiKey": reader.secret}})
-        assert (await asyncio.wait_for(ws.receive_json(), 5))["type"] == "connection_ack"
+        assert (await asyncio.wait_for(ws.receive_json(), 30))["type"] == "connection_ack"
         await ws.send_json(
             {"id": "1", "type": "subscribe", "payload": {"query": "subscription { memoryEvents "
              "{ kind itemId } }"}}
         )  # fmt: skip
         await wait_for_subscriptions(secure_api.client, secure_api.base_url, "memoryEvents")
         await secure_api.with_key(writer).data(ADD)  # before: delivered
-        messages.append(await asyncio.wait_for(ws.receive_json(), 5))
+        messages.append(await asyncio.wait_for(ws.receive_json(), 30))
         await key_store.revoke(reader.key.id)
         for _ in range(3):  # after: never delivered
             await secure_api.with_key(writer).data(ADD)
         try:
             while True:
-                messages.append(await asyncio.wait_for(ws.receive_json(), 5))
+                messages.append(await asyncio.wait_for(ws.receive_json(), 30))
         except WebSocketDisconnect as closed:
             code = closed.code
     assert code == 4403
@@ -311,13 +311,13 @@ async def test_revoking_a_key_reaches_an_open_websocket(
         f"{secure_api.base_url}/graphql", secure_api.client, subprotocols=["graphql-transport-ws"]
     ) as ws:
         await ws.send_json({"type": "connection_init", "payload": {"apiKey": created.secret}})
-        assert (await asyncio.wait_for(ws.receive_json(), 5))["type"] == "connection_ack"
+        assert (await asyncio.wait_for(ws.receive_json(), 30))["type"] == "connection_ack"
         answers = []
         for operation in ("1", "2"):
             await ws.send_json({"id": operation, "type": "subscribe", "payload": {"query": COUNT}})
-            answers.append(await asyncio.wait_for(ws.receive_json(), 5))
+            answers.append(await asyncio.wait_for(ws.receive_json(), 30))
             if operation == "1":
-                await asyncio.wait_for(ws.receive_json(), 5)  # complete
+                await asyncio.wait_for(ws.receive_json(), 30)  # complete
                 await key_store.revoke(created.key.id)
                 await asyncio.sleep(KEY_CACHE_TTL_S + 0.2)
     assert answers[0]["payload"]["data"] == {"stats": {"workingMemory": 0}}

@@ -54,13 +54,13 @@ async def session_held(db: Database) -> AsyncIterator[None]:
         yield
 
 
-async def wait_until_nothing_waits(db: Database, seconds: float = 10.0) -> float:
-    """Seconds until no statement waits on the held lock (fails after ``seconds``)."""
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
+async def wait_until_nothing_waits(db: Database, seconds: float = 30.0) -> None:
+    """Returns once no statement waits on the held lock (fails after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         async with db.read() as conn:
             if await conn.scalar(WAITING) == 0:
-                return time.monotonic() - start
+                return
         await asyncio.sleep(0.05)
     raise AssertionError("a cancelled request's statement is still waiting in PostgreSQL")
 
@@ -81,14 +81,13 @@ async def test_a_request_past_its_deadline_is_cancelled_with_its_statement(
     timed = settings.with_overrides(request_timeout_s=1.0)
     async with app_on(timed) as (app, base_url), httpx.AsyncClient(base_url=base_url) as client:
         async with session_held(db):
-            started = time.monotonic()
+            # the lock is never released while the request waits: only the deadline answers it
+            # (the client's timeout, 30 s, is a hang guard)
             answer = (await client.post("/graphql", json={"query": ADD}, timeout=30)).json()
-            took = time.monotonic() - started
             assert answer["data"] is None
             error = answer["errors"][0]
             assert error["extensions"]["code"] == "TIMEOUT", error
             assert "deadline of 1 s" in error["message"]
-            assert 0.9 < took < 10
             # the statement was cancelled in PostgreSQL while the lock is still held
             await wait_until_nothing_waits(db)
             assert app.state.db.engine.pool.checkedout() == 0

@@ -422,7 +422,7 @@ async def first_subscription_event(
         f"{server.base_url}/graphql", server.client, subprotocols=["graphql-transport-ws"]
     ) as ws:
         await ws.send_json({"type": "connection_init", "payload": {"apiKey": key}})
-        assert (await asyncio.wait_for(ws.receive_json(), 5))["type"] == "connection_ack"
+        assert (await asyncio.wait_for(ws.receive_json(), 30))["type"] == "connection_ack"
         await ws.send_json(
             {
                 "id": "1",

@@ -69,7 +69,7 @@ async def test_evictions_embeddings_and_the_pool_are_measured(
         await add(api, f"item {i}")
     await api.data('mutation { addInsight(input: {content: "measured"}) { id } }')
     # Evictions are counted when their event comes back through LISTEN (asynchronously).
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):
         while (
             value(samples := await scrape(api), "gql_memory_evictions_total", reason="LRU_EVICTION")
             < 2

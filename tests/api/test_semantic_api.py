@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import LiveServer
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from tests.conftest import LiveServer, serving, truncate_all
 
 
 async def add_insight(api: LiveServer, content: str, source_ids: list[str] | None = None) -> dict:
@@ -72,7 +74,7 @@ async def test_embedding_is_read_only_when_selected_and_in_one_batch(
     statements.clear()
     data = await api.data("{ insights { edges { node { id embedding } } } }")
     assert all(len(e["node"]["embedding"]) == 384 for e in data["insights"]["edges"])
-    assert sum("embedding::text" in s for s in statements) == 1
+    assert sum("embedding" in s for s in statements) == 1  # one batch for every insight
 
 
 async def test_episode_lifecycle(api: LiveServer) -> None:
@@ -100,3 +102,25 @@ async def test_episode_lifecycle(api: LiveServer) -> None:
         "deleteEpisode": True
     }
     assert (await api.data(f'{{ episode(id: "{episode["id"]}") {{ id }} }}')) == {"episode": None}
+
+
+async def test_search_weights_a_client_leaves_out_are_the_operators(
+    settings: Settings, db: Database
+) -> None:
+    """The schema shows 0.5 for each leg, but a leg left out of ``weights`` gets the weight
+    the operator configured (here 0: the vector leg is off); an explicit 0.5 is kept."""
+    await truncate_all(db)
+    async with serving(settings.with_overrides(search_vector_weight=0.0)) as api:
+        await add_insight(api, "The user likes green tea")
+        search = (
+            'query($w: SearchWeights) { search(query: "green tea", weights: $w) '
+            "{ vectorRank textRank } }"
+        )
+        text_only = await api.data(search, {"w": {"text": 0.5}})
+        assert text_only == {"search": [{"vectorRank": None, "textRank": 1}]}
+        both = await api.data(search, {"w": {"vector": 0.5, "text": 0.5}})
+        assert both == {"search": [{"vectorRank": 1, "textRank": 1}]}
+        literal = await api.data(
+            '{ search(query: "green tea", weights: {text: 0.5}) { vectorRank } }'
+        )
+        assert literal == {"search": [{"vectorRank": None}]}

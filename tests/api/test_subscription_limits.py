@@ -63,6 +63,6 @@ async def wait_until_no_more_than(client: httpx.AsyncClient, url: str, count: in
 
     from tests.live import active_subscriptions
 
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):
         while await active_subscriptions(client, url, "memoryEvents") > count:
             await asyncio.sleep(0.01)

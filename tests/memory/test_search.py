@@ -133,6 +133,26 @@ async def test_weights_are_configurable_per_call(
         await controlled.search("x", weights=SearchWeights(0, 0))
 
 
+async def test_a_leg_left_out_of_the_weights_takes_the_operators_weight(
+    controlled: Memory, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.set_vector("alpha beta", [1.0, 0.0])
+    a = await add_at_angle(controlled, fake_openai, "alpha only", 0.1)  # vector 1, text 2
+    b = await add_at_angle(controlled, fake_openai, "alpha and beta", 0.2)  # vector 2, text 1
+    operator = controlled.settings.with_overrides(search_vector_weight=0.9, search_text_weight=0.2)
+    tuned = Memory(controlled.db, operator)
+    text_given = await tuned.search("alpha beta", weights=SearchWeights(text=0.1), fusion="RRF")
+    assert {h.id: h.rrf_score for h in text_given} == {
+        a: pytest.approx(0.9 / 61 + 0.1 / 62),
+        b: pytest.approx(0.9 / 62 + 0.1 / 61),
+    }
+    vector_given = await tuned.search("alpha beta", weights=SearchWeights(vector=0.4), fusion="RRF")
+    assert {h.id: h.rrf_score for h in vector_given} == {
+        a: pytest.approx(0.4 / 61 + 0.2 / 62),
+        b: pytest.approx(0.4 / 62 + 0.2 / 61),
+    }
+
+
 async def test_long_questions_hit_with_any_lexeme(memory: Memory) -> None:
     target = await memory.insights.add("Caroline adopted a golden retriever puppy")
     await memory.insights.add("Melanie painted a lake at sunrise")

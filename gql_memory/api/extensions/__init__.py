@@ -1,1 +1,2 @@
-"""Strawberry schema extensions, one per file: limits, cost, caches, logs, metrics, guards."""
+"""Strawberry schema extensions, one per file: depth, aliases, cost, scope guard, validation
+cache, operation log and metrics, read consistency, transport rules."""

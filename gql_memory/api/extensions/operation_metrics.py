@@ -12,16 +12,44 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from graphql import FieldNode, GraphQLError, get_operation_ast
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext
 
 from gql_memory.api.errors import classify
-from gql_memory.server.metrics import Metrics
 
 SUBSCRIPTION = "subscription"
+
+
+class Count(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class Observation(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
+class CounterFamily(Protocol):
+    def labels(self, *labelvalues: str) -> Count: ...
+
+
+class HistogramFamily(Protocol):
+    def labels(self, *labelvalues: str) -> Observation: ...
+
+
+class GraphQLMetrics(Protocol):
+    """The metrics this extension feeds (prometheus_client's, in server/metrics.Metrics)."""
+
+    @property
+    def requests(self) -> CounterFamily: ...  # by operation and type
+
+    @property
+    def request_seconds(self) -> HistogramFamily: ...  # by operation and type
+
+    @property
+    def errors(self) -> CounterFamily: ...  # by operation and error code
 
 
 def operation_labels(execution_context: ExecutionContext) -> tuple[str, str]:
@@ -51,7 +79,7 @@ def operation_labels(execution_context: ExecutionContext) -> tuple[str, str]:
 class OperationMetrics(SchemaExtension):
     """Feeds gql_memory_graphql_* metrics; one instance per operation."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: GraphQLMetrics) -> None:
         self.metrics = metrics
         self._started = False
 

@@ -21,8 +21,6 @@ from gql_memory.errors import ValidationError
 READ_AFTER_LSN_HEADER = "x-read-after-lsn"
 READ_AFTER_LSN_EXTENSION = "readAfterLsn"
 LSN_RESULT = "lsn"
-# request scope state: the newest commit of this HTTP request (a batch's earlier mutations)
-_REQUEST_POSITION = "read_after_lsn"
 
 
 class ReadConsistency(SchemaExtension):
@@ -39,18 +37,18 @@ class ReadConsistency(SchemaExtension):
         ):
             yield
             return
-        state = _request_state(context.context)
         # an invalid position refuses the operation (BAD_USER_INPUT) before anything runs
         asked = requested_position(context.context, context.operation_extensions)
+        # Context.read_after_lsn: the newest commit of this request (a batch's earlier mutations)
         session = ReadSession(
-            after_lsn=max(asked, state.get(_REQUEST_POSITION, 0)),
+            after_lsn=max(asked, getattr(context.context, "read_after_lsn", 0)),
             prefer_primary=context.operation_type is OperationType.MUTATION,
         )
         with read_session(session):
             yield
         self._session = session
-        if session.last_commit_lsn:
-            state[_REQUEST_POSITION] = session.after_lsn
+        if session.last_commit_lsn and hasattr(context.context, "read_after_lsn"):
+            context.context.read_after_lsn = session.after_lsn
 
     def get_results(self) -> dict[str, Any]:
         if self._session is None or not self._session.last_commit_lsn:
@@ -78,11 +76,3 @@ def requested_position(context: Any, operation_extensions: dict[str, Any] | None
                 "(such as 0/3000060)"
             ) from None
     return position
-
-
-def _request_state(context: Any) -> dict[str, Any]:
-    request = getattr(context, "request", None)
-    if request is None:
-        return {}
-    state: dict[str, Any] = request.scope.setdefault("state", {})
-    return state

@@ -1,6 +1,6 @@
 """The statements of graph traversal: neighbours breadth-first, one row of arrays per level,
-and the shortest path, both in one recursive CTE each. Values are always bound parameters;
-only identifiers chosen here are formatted in."""
+and the shortest path, both in one recursive CTE each, compiled once per variant. Values are
+always bound parameters; only identifiers chosen here are formatted in."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ from sqlalchemy import TextClause, text
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from gql_memory.memory.graph.edges import EDGE_FIELDS
+from gql_memory.memory.graph.nodes import NODE_FIELDS
 from gql_memory.memory.validity import valid_sql
-
-NODE_COLUMNS = "id, label, name, properties, insight_id, episode_id, raw_id, created_at"
-EDGE_COLUMNS = (
-    "id, source_id, target_id, relation, weight, properties, created_at, valid_from, valid_to, "
-    "superseded_by"
-)
-NODE_FIELDS = tuple(NODE_COLUMNS.split(", "))
-EDGE_FIELDS = tuple(EDGE_COLUMNS.split(", "))
 
 
 class Direction(enum.Enum):

@@ -1,34 +1,22 @@
-"""Authentication and scopes for GraphQL, decided once per request (or websocket connection).
+"""Authentication: the Authorization header (or websocket connection params) into Credentials.
 
-The view authenticates the caller into ``Credentials`` when it builds the context; the
-``ScopeGuard`` schema extension then admits or refuses every operation by its type (query and
-subscription need ``read``, mutation needs ``write``) — over HTTP and websockets alike — so a
-field added by any layer is protected without a line of its own. The namespace every
-resolver sees comes from the principal (``Context.memory``), never from the request.
+The view authenticates the caller once per request (or websocket connection) when it builds
+the context; the ``ScopeGuard`` schema extension (api/extensions/scope_guard.py) then admits
+or refuses every operation by its scope.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from strawberry.extensions import SchemaExtension
-from strawberry.types.graphql import OperationType
-
+from gql_memory.api.info import KEY_REQUIRED, Credentials
 from gql_memory.config import Settings
-from gql_memory.errors import (
-    ForbiddenError,
-    GqlMemoryError,
-    ServiceUnavailableError,
-    UnauthenticatedError,
-)
+from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError
 from gql_memory.keys import (
     ANONYMOUS,
     KeyVerifier,
-    Principal,
-    Scope,
     auth_mode,
     hash_secret,
     is_loopback,
@@ -36,34 +24,12 @@ from gql_memory.keys import (
 )
 
 BEARER = re.compile(r"^\s*Bearer\s+(\S+)\s*$", re.IGNORECASE)
-KEY_REQUIRED = "An API key is required: send the header 'Authorization: Bearer <api key>'"
 BAD_HEADER = "The Authorization header must be 'Bearer <api key>'"
 INVALID_KEY = "Invalid or revoked API key"
 LOOPBACK_ONLY = (
     "Requests without an API key are only accepted from this machine: a loopback Host "
     "(127.0.0.1 or localhost) and no proxy in between; send 'Authorization: Bearer <api key>'"
 )
-OPERATION_SCOPES = {
-    OperationType.QUERY: Scope.READ,
-    OperationType.SUBSCRIPTION: Scope.READ,
-    OperationType.MUTATION: Scope.WRITE,
-}
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """The outcome of authentication: a principal, or the error every operation will get."""
-
-    principal: Principal | None
-    error: GqlMemoryError | None = None
-    key_hash: str | None = None  # of the key the principal came from, for re-checks
-
-    def require(self) -> Principal:
-        """The principal, or raise (a fresh copy of) the refusal."""
-        if self.principal is not None:
-            return self.principal
-        error = self.error or UnauthenticatedError(KEY_REQUIRED)
-        raise type(error)(str(error))
 
 
 class Authenticator:
@@ -144,49 +110,3 @@ FORWARDING_HEADERS = (
     "cf-connecting-ip",
     "via",
 )
-
-
-class ScopeGuard(SchemaExtension):
-    """Refuses an operation whose caller is unauthenticated or lacks the operation's scope.
-
-    Over HTTP, authentication is checked before the document is even parsed (an anonymous
-    caller learns nothing, not even validation messages); the scope (and, on websockets, the
-    re-checked key) once the operation type is known.
-    """
-
-    async def on_operation(self) -> AsyncIterator[None]:
-        context = self.execution_context.context
-        refresh = getattr(context, "refresh_credentials", None)
-        if refresh is not None:
-            # A websocket: its key may have been revoked since connection_init. Refused in
-            # on_execute (strawberry drops errors raised here on websockets without a word).
-            context.credentials = await refresh(self._credentials())
-        else:
-            self._admit(self._credentials().require())  # before parsing: refusals are cheap
-        yield
-
-    def on_execute(self) -> Iterator[None]:
-        execution = self.execution_context
-        principal = self._credentials().require()
-        if getattr(execution.context, "refresh_credentials", None) is not None:
-            self._admit(principal)
-        needed = OPERATION_SCOPES[execution.operation_type]
-        if not principal.allows(needed):
-            raise ForbiddenError(
-                f"This API key lacks the '{needed.value}' scope needed for "
-                f"{execution.operation_type.value} operations"
-            )
-        yield
-
-    def _admit(self, principal: Principal) -> None:
-        """The key's request rate (GQL_MEMORY_RATE_LIMIT_PER_S); anonymous local callers
-        have no key and no limit."""
-        limiter = getattr(self.execution_context.context, "rate_limiter", None)
-        if limiter is not None and principal.key_id is not None:
-            limiter.admit(principal.key_id)
-
-    def _credentials(self) -> Credentials:
-        credentials = getattr(self.execution_context.context, "credentials", None)
-        if not isinstance(credentials, Credentials):
-            return Credentials(None)  # fail closed: no credentials, no access
-        return credentials
