@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install serve test lint format schema bench fuzz clean
+.PHONY: install serve test check lint format schema bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,15 @@ serve: install
 test: install
 	$(BIN)/python -m pytest -n auto --maxprocesses 2 --dist loadfile
 
-lint: install
+## The gates CI runs before the tests: ruff (lint and format), mypy, the import layers
+## (CONTRIBUTING.md). `make format` fixes what ruff can.
+check: install
 	$(BIN)/ruff check gql_memory tests bench migrations
 	$(BIN)/ruff format --check gql_memory tests bench migrations
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+lint: check
 
 format: install
 	$(BIN)/ruff format gql_memory tests bench migrations

@@ -713,11 +713,11 @@ class _NoAliasLoader(yaml.SafeLoader):
     """A SafeLoader that refuses anchors and aliases: no alias bomb ("billion laughs"), whose
     few hundred bytes expand to billions of list items once validated."""
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _AliasRefused(None, None, "anchor or alias", event.start_mark)
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def _setting_keys(settings_cls: type[BaseSettings]) -> dict[str, str]:

@@ -100,7 +100,7 @@ def synchronous(value: Any, loop: LoopThread) -> Any:
         value = loop.run(value)
     if callable(value) and not isinstance(value, type):
         return _blocking(value, loop)
-    if value is not None and _is_service(type(value)):
+    if value is not None and _is_service(value.__class__):
         return SyncProxy(value, loop)
     return value
 

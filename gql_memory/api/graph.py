@@ -9,6 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from gql_memory.api.info import Info
+from gql_memory.api.json_values import json_object
 from gql_memory.api.pagination import Connection, to_connection
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, AtArg, Episode, Insight
@@ -71,7 +72,7 @@ class Node:
             id=strawberry.ID(str(node.id)),
             label=node.label,
             name=node.name,
-            properties=node.properties,
+            properties=JSON(node.properties),
             created_at=node.created_at,
             insight_id=node.insight_id,
             episode_id=node.episode_id,
@@ -123,7 +124,7 @@ class Edge:
             target_id=strawberry.ID(str(edge.target_id)),
             relation=edge.relation,
             weight=edge.weight,
-            properties=edge.properties,
+            properties=JSON(edge.properties),
             created_at=edge.created_at,
             valid_from=edge.valid_from or edge.created_at,
             valid_to=edge.valid_to,
@@ -340,7 +341,7 @@ class GraphMutations:
         node = await info.context.memory.graph.add_node(
             input.label,
             input.name,
-            input.properties,
+            json_object(input.properties),
             insight_id=input.insight_id,
             episode_id=input.episode_id,
             raw_id=input.raw_id,
@@ -359,7 +360,7 @@ class GraphMutations:
             _end(input.target_id, input.target, "target"),
             input.relation,
             input.weight,
-            input.properties,
+            json_object(input.properties),
             create_missing=input.create_missing,
             supersedes=list(input.supersedes),
             valid_from=input.valid_from,

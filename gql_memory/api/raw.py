@@ -9,6 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from gql_memory.api.info import Info
+from gql_memory.api.json_values import json_object
 from gql_memory.api.pagination import AfterArg, Connection, FirstArg, to_connection
 from gql_memory.memory import raw
 
@@ -34,7 +35,7 @@ class RawDialogue:
             session_id=turn.session_id,
             speaker=turn.speaker,
             content=turn.content,
-            metadata=turn.metadata,
+            metadata=JSON(turn.metadata),
             timestamp=turn.timestamp,
         )
 
@@ -56,7 +57,7 @@ class RawDialogueInput:
             session_id=self.session_id,
             speaker=self.speaker,
             content=self.content,
-            metadata=self.metadata,
+            metadata=json_object(self.metadata),
             timestamp=self.timestamp,
         )
 

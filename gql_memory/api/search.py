@@ -10,7 +10,6 @@ import strawberry
 from gql_memory.api.info import Info
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, Episode, Insight
-from gql_memory.config import Settings
 from gql_memory.memory import search
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
@@ -29,24 +28,17 @@ strawberry.enum(
 DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]
 
 
-class _Unsent(float):
-    """A weight the client left out. The schema shows the settings' default; the search
-    takes the operator's configured weight (an explicit 0.5 is a plain float, kept)."""
-
-
-def _sent(weight: float) -> float | None:
-    return None if isinstance(weight, _Unsent) else weight
-
-
 @strawberry.input(description="Fusion weight of each leg (0 switches a leg off).")
 class SearchWeights:
-    vector: float = strawberry.field(
-        default=_Unsent(Settings.model_fields["search_vector_weight"].default),
-        description="Weight of the vector leg.",
+    vector: float | None = strawberry.field(
+        default=None,
+        description="Weight of the vector leg; left out or null: the server's "
+        "GQL_MEMORY_SEARCH_VECTOR_WEIGHT (0.5 unless configured).",
     )
-    text: float = strawberry.field(
-        default=_Unsent(Settings.model_fields["search_text_weight"].default),
-        description="Weight of the full-text leg.",
+    text: float | None = strawberry.field(
+        default=None,
+        description="Weight of the full-text leg; left out or null: the server's "
+        "GQL_MEMORY_SEARCH_TEXT_WEIGHT (0.5 unless configured).",
     )
 
 
@@ -230,7 +222,7 @@ class SearchQueries:
             top_k,
             session_id,
             layers,
-            search.SearchWeights(_sent(weights.vector), _sent(weights.text)) if weights else None,
+            search.SearchWeights(weights.vector, weights.text) if weights else None,
             fusion,
             as_of=as_of,
             since=since,

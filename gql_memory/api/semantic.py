@@ -9,6 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 
 from gql_memory.api.info import Info
+from gql_memory.api.json_values import json_object
 from gql_memory.api.pagination import Connection, to_connection
 from gql_memory.api.raw import RawDialogue
 from gql_memory.memory import episodes, insights
@@ -86,7 +87,7 @@ class Insight:
             id=strawberry.ID(str(insight.id)),
             content=insight.content,
             source_ids=[strawberry.ID(str(s)) for s in insight.source_ids],
-            metadata=insight.metadata,
+            metadata=JSON(insight.metadata),
             created_at=insight.created_at,
             valid_from=insight.valid_from or insight.created_at,
             valid_to=insight.valid_to,
@@ -264,7 +265,7 @@ class SemanticMutations:
                 DomainInsightInput(
                     input.content,
                     list(input.source_ids),
-                    input.metadata,
+                    json_object(input.metadata),
                     list(input.supersedes),
                     input.valid_from,
                 )

@@ -124,17 +124,19 @@ async def delivered(info: Info, subscriber: Subscriber) -> AsyncIterator[events.
     """
     context = info.context
     interval = context.settings.api_key_cache_ttl_s
+    refresh = context.refresh_credentials
     events_iter = subscriber.__aiter__()
     while True:
         try:
-            if context.refresh_credentials is None or context.credentials.principal is None:
+            if refresh is None or context.credentials.principal is None:
                 event = await events_iter.__anext__()
             else:
                 event = await asyncio.wait_for(events_iter.__anext__(), timeout=interval)
         except StopAsyncIteration:
             return
         except TimeoutError:
-            context.credentials = await context.refresh_credentials(context.credentials)
+            assert refresh is not None  # only a stream that refreshes waits with a timeout
+            context.credentials = await refresh(context.credentials)
             if context.credentials.principal is None:
                 await _close_revoked(info)
                 return

@@ -59,7 +59,7 @@ class WorkingMemoryItem:
             created_at=item.created_at,
             ref_kind=item.ref_kind,
             ref_id=strawberry.ID(str(item.ref_id)) if item.ref_id is not None else None,
-            provenance=item.provenance,
+            provenance=JSON(item.provenance),
         )
 
 

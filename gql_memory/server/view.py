@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cross_web import AsyncHTTPRequestAdapter, HTTPException
-from graphql import ExecutionResult, GraphQLError
+from graphql import GraphQLError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -70,7 +70,7 @@ JSON_REQUIRED = (
 REFUSED_STATUS = {"UNAUTHENTICATED": 401, "FORBIDDEN": 403, "RATE_LIMITED": 429}
 
 
-class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
+class MemoryGraphQL(GraphQL[Context, None]):
     """strawberry's ASGI view with authentication, our context, JSON-only errors."""
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
@@ -272,13 +272,14 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
         return UNSET
 
     async def process_result(
-        self, request: Request, result: ExecutionResult
+        self, request: Request, result: StrawberryExecutionResult
     ) -> GraphQLHTTPResponse:
         state = request_state(request.scope)
         response: GraphQLHTTPResponse = {"data": result.data}
         if result.errors:
-            response["errors"] = [format_error(e, state.request_id) for e in result.errors]
-            state.error_codes.extend(e["extensions"]["code"] for e in response["errors"])
+            errors = [format_error(e, state.request_id) for e in result.errors]
+            response["errors"] = list(errors)
+            state.error_codes.extend(e["extensions"]["code"] for e in errors)
             # the spec's type: a request error (nothing executed) has no data entry at all
             if state.media_type == GRAPHQL_RESPONSE_JSON and is_request_error(
                 result.data, result.errors
@@ -302,7 +303,7 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             response.headers["content-type"] = f"{GRAPHQL_RESPONSE_JSON}; charset=utf-8"
         if not isinstance(response_data, dict) or response_data.get("data") is not None:
             return response
-        errors = response_data.get("errors", [])
+        errors = _formatted_errors(response_data)
         if "data" not in response_data:
             response.status_code = request_error_status(errors)
         else:
@@ -316,6 +317,11 @@ class MemoryGraphQL(GraphQL):  # type: ignore[type-arg]
             retry_ms = by_code["RATE_LIMITED"]["extensions"].get("retryAfterMs", 1000)
             response.headers["Retry-After"] = str(math.ceil(retry_ms / 1000))
         return response
+
+
+def _formatted_errors(response: GraphQLHTTPResponse) -> list[dict[str, Any]]:
+    """The response's errors, each as ``format_error`` wrote it (with extensions.code)."""
+    return [error for error in response.get("errors") or [] if isinstance(error, dict)]
 
 
 async def _cancel_on_disconnect(receive: Receive, work: asyncio.Future[Any]) -> None:

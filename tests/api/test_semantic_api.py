@@ -107,8 +107,8 @@ async def test_episode_lifecycle(api: LiveServer) -> None:
 async def test_search_weights_a_client_leaves_out_are_the_operators(
     settings: Settings, db: Database
 ) -> None:
-    """The schema shows 0.5 for each leg, but a leg left out of ``weights`` gets the weight
-    the operator configured (here 0: the vector leg is off); an explicit 0.5 is kept."""
+    """A leg left out of ``weights`` (or sent as null) gets the weight the operator
+    configured (here 0: the vector leg is off); an explicit 0.5 is kept."""
     await truncate_all(db)
     async with serving(settings.with_overrides(search_vector_weight=0.0)) as api:
         await add_insight(api, "The user likes green tea")
@@ -124,3 +124,5 @@ async def test_search_weights_a_client_leaves_out_are_the_operators(
             '{ search(query: "green tea", weights: {text: 0.5}) { vectorRank } }'
         )
         assert literal == {"search": [{"vectorRank": None}]}
+        null = await api.data(search, {"w": {"vector": None, "text": 0.5}})
+        assert null == text_only
