@@ -12,7 +12,7 @@ import sqlalchemy.exc
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from gql_memory.config import LIVE_EVENTS_OPTION, Settings
+from gql_memory.config import LIVE_EVENTS_OPTION, NAMESPACE_SETTING, Settings
 from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
 
 if TYPE_CHECKING:
@@ -52,13 +52,19 @@ def _is_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, sqlalchemy.exc.InterfaceError | sqlalchemy.exc.OperationalError)
 
 
-def _discard_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+def _discard_unusable(dbapi_connection: Any, record: Any, proxy: Any) -> None:
     """Hand out no connection the database has closed (a restart, an administrator's
     pg_terminate_backend): asyncpg notices the closed socket without a round trip, and the
     pool replaces the connection. A connection that dies mid-request fails that request
-    with SERVICE_UNAVAILABLE, as any connection loss does."""
-    if dbapi_connection.driver_connection.is_closed():
+    with SERVICE_UNAVAILABLE, as any connection loss does. Nor one left inside a
+    transaction (a read whose end never came): its next user would run in it, under its
+    namespace. asyncpg knows that from the last message of the server, also without a
+    round trip."""
+    driver = dbapi_connection.driver_connection
+    if driver.is_closed():
         raise sqlalchemy.exc.DisconnectionError("connection closed by the database")
+    if driver.is_in_transaction():
+        raise sqlalchemy.exc.DisconnectionError("connection left inside a transaction")
 
 
 class Database:
@@ -112,7 +118,7 @@ class Database:
             max_overflow=settings.db_max_overflow,
             pool_timeout=settings.db_pool_timeout_s,
             # not pool_pre_ping: that costs three round trips (BEGIN, ping, ROLLBACK) on
-            # every checkout; see _discard_closed
+            # every checkout; see _discard_unusable
             connect_args={
                 "timeout": settings.db_connect_timeout_s,
                 "command_timeout": command_timeout,
@@ -120,7 +126,7 @@ class Database:
             },
             execution_options={LIVE_EVENTS_OPTION: settings.live_events},
         )
-        event.listen(engine.sync_engine, "checkout", _discard_closed)
+        event.listen(engine.sync_engine, "checkout", _discard_unusable)
         return cls(engine)
 
     @classmethod
@@ -138,12 +144,13 @@ class Database:
         read sees every earlier write made through this object (the library's guarantee)."""
         return Database(self.engine, replicas, session)
 
-    def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def write(self, namespace: str | None = None) -> AbstractAsyncContextManager[AsyncConnection]:
         """One read-write transaction on the primary: committed on success, rolled back on
-        any error."""
+        any error. ``namespace`` is named to the row-level security policies in the same
+        round trip as the BEGIN."""
         if self.replicas is None:
-            return write_transaction(self.engine)
-        return self.replicas.write(self.session)
+            return write_transaction(self.engine, namespace=namespace)
+        return self.replicas.write(self.session, namespace)
 
     def statement(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
         """A pooled connection to the primary for one statement in autocommit: its own
@@ -154,12 +161,13 @@ class Database:
             return autocommit_statement(self.engine)
         return self.replicas.statement(self.session)
 
-    def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def read(self, namespace: str | None = None) -> AbstractAsyncContextManager[AsyncConnection]:
         """One READ ONLY transaction: queries can never write, by construction. With
-        replicas, on a replica (or the primary when none can serve it)."""
+        replicas, on a replica (or the primary when none can serve it). ``namespace`` is
+        named to the row-level security policies in the same round trip as the BEGIN."""
         if self.replicas is None:
-            return read_transaction(self.engine)
-        return self.replicas.read(self.session)
+            return read_transaction(self.engine, namespace)
+        return self.replicas.read(self.session, namespace)
 
     async def dispose(self) -> None:
         if self.replicas is not None:
@@ -188,15 +196,14 @@ def database_errors() -> Iterator[None]:
 async def write_transaction(
     engine: AsyncEngine,
     after_commit: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+    *,
+    namespace: str | None = None,
 ) -> AsyncIterator[AsyncConnection]:
-    """One read-write transaction on ``engine``; ``after_commit`` runs on the same
-    connection once the commit is through (read replicas note its WAL position)."""
-    with database_errors():
-        async with engine.connect() as conn:
-            async with conn.begin():
-                yield conn
-            if after_commit is not None:
-                await after_commit(conn)
+    """One read-write transaction on ``engine``, scoped to ``namespace`` if given (see
+    ``begin``); ``after_commit`` runs on the same connection once the commit is through
+    (read replicas note its WAL position)."""
+    async with _transaction(engine, begin(namespace), after_commit) as conn:
+        yield conn
 
 
 @asynccontextmanager
@@ -219,11 +226,67 @@ async def autocommit_statement(
             pooled.close()
 
 
+def begin(namespace: str | None, *, read_only: bool = False) -> str:
+    """The script that opens a transaction: ``BEGIN`` (``READ ONLY`` for reads), and with a
+    namespace its ``SET LOCAL`` for the row-level security policies. Sent as one simple
+    query, that is one round trip instead of two. The namespace is an E'' literal (its
+    meaning does not depend on standard_conforming_strings); a NUL, which no literal can
+    hold, is refused."""
+    opening = "BEGIN READ ONLY" if read_only else "BEGIN"
+    if namespace is None:
+        return opening
+    if "\x00" in namespace:
+        raise ValueError("a namespace cannot contain NUL")
+    literal = "E'" + namespace.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"{opening}; SELECT set_config('{NAMESPACE_SETTING}', {literal}, true)"
+
+
 @asynccontextmanager
-async def read_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """One READ ONLY transaction on ``engine`` (the primary or a replica)."""
+async def read_transaction(
+    engine: AsyncEngine, namespace: str | None = None
+) -> AsyncIterator[AsyncConnection]:
+    """One READ ONLY transaction on ``engine`` (the primary or a replica), scoped to
+    ``namespace`` if given (see ``begin``)."""
+    async with _transaction(engine, begin(namespace, read_only=True)) as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def _transaction(
+    engine: AsyncEngine,
+    opening: str,
+    after_commit: Callable[[AsyncConnection], Awaitable[None]] | None = None,
+) -> AsyncIterator[AsyncConnection]:
+    """A transaction opened by the ``opening`` script, committed when the block ends (then
+    ``after_commit`` runs on the same connection), rolled back when it raises.
+
+    SQLAlchemy's Connection runs in autocommit mode here, so that it sends no BEGIN of its
+    own: the transaction is ours, opened with the namespace in one round trip. A
+    connection that could not be ended cleanly (cancelled, or the database went away) is
+    closed, never pooled; and the pool discards any connection found inside a transaction
+    at checkout (``_discard_unusable``)."""
     with database_errors():
         async with engine.connect() as raw:
-            conn = await raw.execution_options(postgresql_readonly=True)
-            async with conn.begin():
+            conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await driver.execute(opening)
+            try:
                 yield conn
+                await driver.execute("COMMIT")
+            except BaseException:
+                await _abandon(conn, driver)
+                raise
+            if after_commit is not None:
+                await after_commit(conn)
+
+
+async def _abandon(conn: AsyncConnection, driver: asyncpg.Connection) -> None:
+    """End a transaction that failed: ROLLBACK, or if that cannot be done, close the
+    connection. The transaction's own error is what the caller sees, never this cleanup's."""
+    if driver.is_closed():
+        return  # (a cancelled statement can close it): the pool replaces it at checkout
+    try:
+        await driver.execute("ROLLBACK")
+    except Exception:
+        await conn.invalidate()

@@ -14,13 +14,9 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
 import asyncpg
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import NAMESPACE_SETTING
 from gql_memory.db.engine import Database
-
-SCOPE = text(f"SELECT set_config('{NAMESPACE_SETTING}', :namespace, true)")
 
 # The namespaces whose slot the current task already holds (inherited by spawned tasks).
 _HELD: ContextVar[frozenset[str]] = ContextVar("gql_memory_held_namespaces", default=frozenset())
@@ -73,15 +69,17 @@ class NamespacedDatabase(Database):
         self._share = share
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._share.slot(self._namespace), self._db.write() as conn:
-            await self._scope(conn)
+    async def write(self, namespace: str | None = None) -> AsyncIterator[AsyncConnection]:
+        """A transaction of this namespace, named with its BEGIN in one round trip."""
+        self._check(namespace)
+        async with self._share.slot(self._namespace), self._db.write(self._namespace) as conn:
             yield conn
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self._share.slot(self._namespace), self._db.read() as conn:
-            await self._scope(conn)
+    async def read(self, namespace: str | None = None) -> AsyncIterator[AsyncConnection]:
+        """A read of this namespace, named with its BEGIN in one round trip."""
+        self._check(namespace)
+        async with self._share.slot(self._namespace), self._db.read(self._namespace) as conn:
             yield conn
 
     @asynccontextmanager
@@ -90,7 +88,9 @@ class NamespacedDatabase(Database):
         async with self._share.slot(self._namespace), self._db.statement() as conn:
             yield conn
 
-    async def _scope(self, conn: AsyncConnection) -> None:
-        """SET LOCAL the namespace: it ends with the transaction, so a pooled connection
-        never carries one tenant's namespace into another's transaction."""
-        await conn.execute(SCOPE, {"namespace": self._namespace})
+    def _check(self, namespace: str | None) -> None:
+        """The argument is there for the signature's sake: a service of one namespace works
+        in no other. The namespace is SET LOCAL: it ends with the transaction, so a pooled
+        connection never carries one tenant's namespace into another's transaction."""
+        if namespace not in (None, self._namespace):
+            raise ValueError(f"work of {self._namespace!r} cannot be scoped to {namespace!r}")

@@ -119,25 +119,34 @@ class ReadReplicas:
             await replica.engine.dispose()
 
     @asynccontextmanager
-    async def read(self, session: ReadSession | None = None) -> AsyncIterator[AsyncConnection]:
-        """A READ ONLY transaction on a replica that can serve it, else on the primary."""
+    async def read(
+        self, session: ReadSession | None = None, namespace: str | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A READ ONLY transaction on a replica that can serve it, else on the primary;
+        scoped to ``namespace`` if given (as ``Database.read``)."""
         session = current_session() or session
         after = session.after_lsn if session is not None else 0
         on_primary = session is not None and session.prefer_primary and self.health.primary_up
         async with AsyncExitStack() as stack:
-            conn = None if on_primary else await self._enter_replica(stack, after)
+            conn = None if on_primary else await self._enter_replica(stack, after, namespace)
             if conn is None:
                 try:
-                    conn = await stack.enter_async_context(read_transaction(self.primary))
+                    conn = await stack.enter_async_context(
+                        read_transaction(self.primary, namespace)
+                    )
                 except ServiceUnavailableError:
                     # gone since the last check: a read that preferred it moves on
-                    if not on_primary or not (conn := await self._enter_replica(stack, after)):
+                    if not on_primary or not (
+                        conn := await self._enter_replica(stack, after, namespace)
+                    ):
                         raise
                 else:
                     self._served("primary")
             yield conn
 
-    async def _enter_replica(self, stack: AsyncExitStack, after: int) -> AsyncConnection | None:
+    async def _enter_replica(
+        self, stack: AsyncExitStack, after: int, namespace: str | None = None
+    ) -> AsyncConnection | None:
         """A read transaction on a usable replica that has replayed ``after`` (entered on
         ``stack``), or None: read on the primary."""
         usable, reason = self.health.usable()
@@ -159,7 +168,7 @@ class ReadReplicas:
                     self._not_replayed(after)  # falls back to the primary, or raises
                     return None
             try:
-                conn = await stack.enter_async_context(read_transaction(replica.engine))
+                conn = await stack.enter_async_context(read_transaction(replica.engine, namespace))
             except ServiceUnavailableError as exc:
                 self.health.replica_checked(replica, False, f"unreachable ({exc.__cause__!r})")
                 continue
@@ -207,12 +216,15 @@ class ReadReplicas:
         )
 
     @asynccontextmanager
-    async def write(self, session: ReadSession | None = None) -> AsyncIterator[AsyncConnection]:
-        """A read-write transaction on the primary; its commit position goes to the session."""
+    async def write(
+        self, session: ReadSession | None = None, namespace: str | None = None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A read-write transaction on the primary, scoped to ``namespace`` if given; its
+        commit position goes to the session."""
         self._refuse_while_primary_down()
         session = current_session() or session
         note = None if session is None else partial(self._note_transaction, session)
-        async with write_transaction(self.primary, note) as conn:
+        async with write_transaction(self.primary, note, namespace=namespace) as conn:
             yield conn
 
     @asynccontextmanager

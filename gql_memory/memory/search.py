@@ -10,13 +10,14 @@ of the final hits.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 
 from gql_memory.config import MAX_QUERY_CHARS, Settings
 from gql_memory.db import Database
@@ -37,6 +38,7 @@ from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
+_LAYER = {layer.value: layer for layer in MemoryLayer}  # a row's layer name: its member
 # The search's vocabulary, importable from here by the API, the library and tests.
 __all__ = ["Fusion", "HybridSearch", "MemoryLayer", "SearchHit", "SearchWeights"]
 
@@ -111,12 +113,30 @@ def require_layers(layers: Sequence[MemoryLayer | str]) -> list[MemoryLayer]:
     return list(dict.fromkeys(chosen))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
+    """A hit while it is being ranked: mutable and cheap, so that the dozens of candidates
+    of a search cost no frozen copies; only the final topK become ``SearchHit``s."""
+
     layer: MemoryLayer
     id: int
     ranks: dict[str, int] = field(default_factory=dict)
     scores: dict[str, float] = field(default_factory=dict)
+    fused_score: float = 0.0
+    rrf_score: float = 0.0
+    graph_boost: float = 0.0
+    graph_source: tuple[MemoryLayer, int] | None = None
+    session_boost: float = 0.0
+    causal_boost: float = 0.0
+    boost: float = 0.0
+    final_score: float = 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _statement(sql: str) -> TextClause:
+    """The parsed statement of a built SQL text (a search's statements are a few dozen
+    shapes: layers, legs and time filters), parsed once instead of on every search."""
+    return text(sql)
 
 
 class HybridSearch:
@@ -167,11 +187,11 @@ class HybridSearch:
             candidates = await self._legs(
                 conn, query, vector, chosen, weights, top_k, when, moments
             )
-            hits = self._fuse(candidates, weights, fusion)
-            if hits:
-                hits = await self._graph(conn, hits, session_id, chosen, when, moments)
-            hits.sort(key=lambda h: (-h.final_score, h.layer.value, h.id))
-            return await self._with_content(conn, hits[:top_k])
+            self._fuse(candidates, weights, fusion)
+            if candidates:
+                candidates = await self._graph(conn, candidates, session_id, chosen, when, moments)
+            candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
+            return await self._with_content(conn, candidates[:top_k], fusion)
 
     async def _legs(
         self,
@@ -187,7 +207,7 @@ class HybridSearch:
         sql = legs_sql(layers, when, vector=vector is not None, text=bool(weights.text))
         rows = (
             await conn.execute(
-                text(sql),
+                _statement(sql),
                 {
                     "ns": self.namespace,
                     "query": query,
@@ -202,17 +222,16 @@ class HybridSearch:
         ).all()
         candidates: dict[tuple[str, int], _Candidate] = {}
         position: dict[tuple[str, str], int] = {}
-        for row in rows:  # rows of each leg arrive in rank order
-            key = (row.layer, row.id)
-            rank = position[(row.layer, row.leg)] = position.get((row.layer, row.leg), 0) + 1
-            candidate = candidates.setdefault(key, _Candidate(MemoryLayer(row.layer), row.id))
-            candidate.ranks[row.leg] = rank
-            candidate.scores[row.leg] = float(row.score)
+        for layer, leg, id_, score in rows:  # rows of each leg arrive in rank order
+            rank = position[(layer, leg)] = position.get((layer, leg), 0) + 1
+            candidate = candidates.get((layer, id_))
+            if candidate is None:
+                candidate = candidates[(layer, id_)] = _Candidate(_LAYER[layer], id_)
+            candidate.ranks[leg] = rank
+            candidate.scores[leg] = float(score)
         return list(candidates.values())
 
-    def _fuse(
-        self, candidates: list[_Candidate], weights: SearchWeights, fusion: Fusion
-    ) -> list[SearchHit]:
+    def _fuse(self, candidates: list[_Candidate], weights: SearchWeights, fusion: Fusion) -> None:
         """One fused score per candidate. RRF ranks each layer's legs apart (as the legs
         return them); DBSF standardizes each leg's scores over all its candidates, every
         layer together (cosines of one model, and text scores, are comparable across layers)."""
@@ -221,35 +240,20 @@ class HybridSearch:
             for leg, score in c.scores.items():
                 legs.setdefault(leg, {})[index] = score
         scored = dbsf(legs, weights, MIN_CANDIDATES) if fusion is Fusion.DBSF else {}
-        hits = []
         for index, c in enumerate(candidates):
-            rank_score = rrf(c.ranks, weights, self.settings.rrf_k)
-            fused = rank_score if fusion is Fusion.RRF else scored.get(index, 0.0)
-            hits.append(
-                SearchHit(
-                    layer=c.layer,
-                    id=c.id,
-                    vector_rank=c.ranks.get("vector"),
-                    text_rank=c.ranks.get("text"),
-                    vector_score=c.scores.get("vector"),
-                    text_score=c.scores.get("text"),
-                    fusion=fusion,
-                    fused_score=fused,
-                    rrf_score=rank_score,
-                    final_score=fused,
-                )
-            )
-        return hits
+            c.rrf_score = rrf(c.ranks, weights, self.settings.rrf_k)
+            c.fused_score = c.rrf_score if fusion is Fusion.RRF else scored.get(index, 0.0)
+            c.final_score = c.fused_score
 
     async def _graph(
         self,
         conn: Any,
-        hits: list[SearchHit],
+        hits: list[_Candidate],
         session_id: str | None,
         layers: list[MemoryLayer],
         when: When,
         moments: dict[str, datetime | None],
-    ) -> list[SearchHit]:
+    ) -> list[_Candidate]:
         """Graph propagation and boosts; neighbours that were no candidate join the hits."""
         settings = self.settings
         share = settings.graph_propagation
@@ -261,7 +265,7 @@ class HybridSearch:
             lenders = []
         rows = (
             await conn.execute(
-                text(graph_sql(layers, when)),
+                _statement(graph_sql(layers, when)),
                 {
                     **moments,
                     "ns": self.namespace,
@@ -279,62 +283,67 @@ class HybridSearch:
         by_key = {(h.layer, h.id): h for h in hits}
         lent: dict[tuple[MemoryLayer, int], tuple[float, tuple[MemoryLayer, int]]] = {}
         boosts: dict[tuple[MemoryLayer, int], tuple[float | None, int | None]] = {}
-        for row in rows:
-            key = (MemoryLayer(row.layer), row.id)
-            if row.kind == "boost":
-                boosts[key] = (row.attention, row.hops)
+        for kind, layer, id_, lender_layer, lender_id, score, attention, hops in rows:
+            key = (_LAYER[layer], id_)
+            if kind == "boost":
+                boosts[key] = (attention, hops)
                 continue
-            lender = (MemoryLayer(row.lender_layer), row.lender_id)
+            lender = (_LAYER[lender_layer], lender_id)
             if lender == key:
                 continue  # a memory does not lend to itself through a second node
-            amount = share * row.score
+            amount = share * score
             if amount > lent.get(key, (0.0, lender))[0]:
                 lent[key] = (amount, lender)
-        boosted = []
-        for key in by_key.keys() | boosts.keys():
-            hit = by_key.get(key) or SearchHit(layer=key[0], id=key[1], fusion=hits[0].fusion)
-            graph_boost, source = lent.get(key, (0.0, None))
+        for key in boosts.keys() - by_key.keys():
+            by_key[key] = _Candidate(key[0], key[1])
+        for key, hit in by_key.items():
+            hit.graph_boost, hit.graph_source = lent.get(key, (0.0, None))
             attention, hops = boosts.get(key, (None, None))
-            session_boost = 0.0
             if attention and settings.session_boost:  # the ADR's rollback switches
-                session_boost = settings.session_boost_factor * attention
-            causal_boost = 0.0
+                hit.session_boost = settings.session_boost_factor * attention
             if hops and settings.causal_boost:
-                causal_boost = {
+                hit.causal_boost = {
                     1: settings.causal_boost_one_hop,
                     2: settings.causal_boost_two_hops,
                 }.get(hops, 0.0)
-            boost = bounded_boost(session_boost, causal_boost, settings.boost_cap)
-            boosted.append(
-                replace(
-                    hit,
-                    graph_boost=graph_boost,
-                    graph_source=source,
-                    session_boost=session_boost,
-                    causal_boost=causal_boost,
-                    boost=boost,
-                    final_score=(hit.fused_score + graph_boost) * (1 + boost),
-                )
-            )
-        return boosted
+            hit.boost = bounded_boost(hit.session_boost, hit.causal_boost, settings.boost_cap)
+            hit.final_score = (hit.fused_score + hit.graph_boost) * (1 + hit.boost)
+        return list(by_key.values())
 
-    async def _with_content(self, conn: Any, hits: list[SearchHit]) -> list[SearchHit]:
+    async def _with_content(
+        self, conn: Any, hits: list[_Candidate], fusion: Fusion
+    ) -> list[SearchHit]:
+        """The final hits with their content (a hit whose row is gone meanwhile is left out)."""
         if not hits:
             return []
         params: dict[str, Any] = {"ns": self.namespace}
         for layer in LAYERS:
             params[f"ids_{layer.value.lower()}"] = [h.id for h in hits if h.layer is layer]
         sql = content_sql({h.layer for h in hits})
-        rows = (await conn.execute(text(sql), params)).all()
+        rows = (await conn.execute(_statement(sql), params)).all()
         found = {(r.layer, r.id): r for r in rows}
         return [
-            replace(
-                hit,
+            SearchHit(
+                layer=hit.layer,
+                id=hit.id,
                 content=row.content,
                 session_id=row.session_id,
+                vector_rank=hit.ranks.get("vector"),
+                text_rank=hit.ranks.get("text"),
+                vector_score=hit.scores.get("vector"),
+                text_score=hit.scores.get("text"),
+                fusion=fusion,
+                fused_score=hit.fused_score,
+                rrf_score=hit.rrf_score,
+                graph_boost=hit.graph_boost,
+                graph_source=hit.graph_source,
                 valid_from=row[4],
                 valid_to=row[5],
                 superseded_by=row[6],
+                session_boost=hit.session_boost,
+                causal_boost=hit.causal_boost,
+                boost=hit.boost,
+                final_score=hit.final_score,
             )
             for hit in hits
             if (row := found.get((hit.layer.value, hit.id))) is not None

@@ -17,7 +17,7 @@ MAX_TOP_K = 100
 
 def vector_literal(vector: Sequence[float]) -> str:
     """pgvector's text form, bound as a parameter and cast with CAST(:v AS vector)."""
-    return "[" + ",".join(repr(float(v)) for v in vector) + "]"
+    return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
 
 def parse_vector(text: str) -> list[float]:
