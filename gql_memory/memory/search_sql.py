@@ -89,19 +89,21 @@ def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     ``stats``: PostgreSQL's own statistics of the tsvector column (pg_stats.most_common_elems,
     kept fresh by autovacuum's ANALYZE; read through gql_memory_lexeme_stats of migration 0007,
     because pg_stats hides the statistics of tables under row-level security from their
-    readers) and the table's row count. ``lexemes``: each query lexeme as a tsquery, with the
-    estimated length of its posting list, numbered rarest first (a lexeme the statistics do
-    not list is rarer than any they do). ``walk``: the lexemes that find candidates — the
-    rarest always, then every one whose posting list is no longer than the budget — each with
-    the OR of the ones before it, so that a row is found once, through its rarest lexeme.
+    readers) and the table's row count. ``lexemes``: each query lexeme as a tsquery.
+    ``ranked``: the lexemes with the estimated length of their posting lists, numbered rarest
+    first (a lexeme the statistics do not list is rarer than any they do). ``walk``: the
+    lexemes that find candidates — the rarest always, then every one whose posting list is
+    no longer than the budget — each with the OR of the ones before it, so that a row is
+    found once, through its rarest lexeme.
     ``small``: whether the namespace has no more rows than the budget. ``candidates``: the
-    whole namespace if it is small, else the rows of the walk's lexemes in rarity order,
-    until the budget is spent. ``best``: the best :rerank candidates by coverage.
+    rows of a small namespace that contain any query lexeme (the statistics are not read
+    then), else the rows of the walk's lexemes in rarity order, until the budget is spent.
+    ``best``: the best :rerank candidates by coverage.
     """
     table = LAYERS[layer].table
     valid = LAYERS[layer].valid("t", when)
     name = layer.value.lower()
-    frequency = "coalesce(st.freqs[array_position(st.elems, ql.lexeme)], 0)"
+    frequency = "coalesce(st.freqs[array_position(st.elems, lx.lexeme)], 0)"
     return f"""
 stats_{name} AS MATERIALIZED (
     -- reltuples is -1 until the table was first analyzed: then every lexeme is walked
@@ -110,21 +112,26 @@ stats_{name} AS MATERIALIZED (
     WHERE c.oid = CAST('{table}' AS regclass)
 ),
 lexemes_{name} AS MATERIALIZED (
-    SELECT ql.lexeme, CAST({_QUOTED} AS tsquery) AS q, {_QUOTED} AS quoted,
-           {frequency} * st.table_rows AS postings,
-           row_number() OVER (ORDER BY {frequency}, ql.lexeme) AS rarity
-    FROM query_lexemes ql LEFT JOIN stats_{name} st ON true
+    SELECT ql.lexeme, CAST({_QUOTED} AS tsquery) AS q, {_QUOTED} AS quoted
+    FROM query_lexemes ql
+),
+ranked_{name} AS MATERIALIZED (
+    SELECT lx.q, lx.quoted, {frequency} * st.table_rows AS postings,
+           row_number() OVER (ORDER BY {frequency}, lx.lexeme) AS rarity
+    FROM lexemes_{name} lx LEFT JOIN stats_{name} st ON true
 ),
 walk_{name} AS MATERIALIZED (
     SELECT lx.q,
-           (SELECT CAST(string_agg(r.quoted, ' | ') AS tsquery) FROM lexemes_{name} r
+           (SELECT CAST(string_agg(r.quoted, ' | ') AS tsquery) FROM ranked_{name} r
             WHERE r.rarity < lx.rarity) AS rarer
-    FROM lexemes_{name} lx
+    FROM ranked_{name} lx
     WHERE lx.rarity = 1 OR lx.postings <= :max_matches
     ORDER BY lx.rarity
 ),
 match_{name} AS MATERIALIZED (
-    SELECT array_agg(lexeme) AS lexemes FROM lexemes_{name}
+    SELECT array_agg(lexeme) AS lexemes,
+           CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme
+    FROM lexemes_{name}
 ),
 small_{name} AS MATERIALIZED (
     SELECT count(*) <= :max_matches AS small
@@ -144,6 +151,7 @@ candidates_{name} AS MATERIALIZED (
     UNION ALL
     SELECT t.id, t.content_tsv FROM {table} t
     WHERE (SELECT small FROM small_{name}) AND t.namespace = :ns AND {valid}
+      AND t.content_tsv @@ (SELECT any_lexeme FROM match_{name})
 ),
 best_{name} AS MATERIALIZED (
     -- coverage: the distinct query lexemes a row contains, i.e. those ts_delete removes

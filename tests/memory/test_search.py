@@ -4,12 +4,14 @@ of SQL round trips."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from sqlalchemy import text as sql
 
 from gql_memory import ValidationError
 from gql_memory.config import Settings
@@ -17,6 +19,7 @@ from gql_memory.db import Database
 from gql_memory.memory import Memory
 from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf, standardized
 from gql_memory.memory.search import MemoryLayer, bounded_boost
+from gql_memory.memory.search_sql import When, legs_sql
 from tests.conftest import openai_settings, truncate_all
 from tests.fake_openai import FakeOpenAI
 
@@ -372,3 +375,45 @@ async def test_a_word_nobody_used_does_not_silence_the_others(memory: Memory) ->
     for question in ("dark mode", "dark mode for the user", "which theme does the user want"):
         hits = await memory.search(question, weights=text_only)
         assert hits and hits[0].id == target.id, question
+
+
+def plan_nodes(plan: dict) -> list[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan."""
+    nodes, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(node.get("Plans", []))
+    return nodes
+
+
+async def test_a_small_namespace_ranks_only_rows_with_a_query_word_and_reads_no_statistics(
+    memory: Memory, settings: Settings
+) -> None:
+    """Below the budget the text leg takes the rows that contain any query lexeme straight
+    from the namespace; the lexeme statistics are for choosing among too many (not read)."""
+    for i in range(30):
+        await memory.raw.store("s", "user", f"turn {i} about {'tea' if i % 3 == 0 else 'coffee'}")
+    statement = legs_sql([MemoryLayer.RAW], When(False, False, False), vector=False, text=True)
+    params = {
+        "ns": memory.namespace,
+        "query": "green tea",
+        "tsconfig": settings.text_search_config,
+        "vector": None,
+        "n": 40,
+        "rerank": 160,
+        "max_matches": settings.text_search_max_matches,
+        "as_of": None,
+        "since": None,
+        "until": None,
+    }
+    async with memory.db.read() as conn:
+        [found] = (
+            await conn.execute(sql("EXPLAIN (ANALYZE, FORMAT JSON) " + statement), params)
+        ).one()
+        hits = (await conn.execute(sql(statement), params)).all()
+    nodes = plan_nodes(json.loads(found)[0]["Plan"] if isinstance(found, str) else found[0]["Plan"])
+    by_name = {n["Subplan Name"]: n for n in nodes if "Subplan Name" in n}
+    assert by_name["CTE candidates_raw"]["Actual Rows"] == 10  # the tea turns, not all 30
+    assert by_name["CTE stats_raw"]["Actual Loops"] == 0
+    assert len(hits) == 10 and all(h.leg == "text" for h in hits)
