@@ -270,8 +270,8 @@ async def _transaction(
             conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
             driver = (await conn.get_raw_connection()).driver_connection
             assert driver is not None
-            await driver.execute(opening)
             try:
+                await driver.execute(opening)
                 yield conn
                 await driver.execute("COMMIT")
             except BaseException:

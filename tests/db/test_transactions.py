@@ -1,5 +1,5 @@
-"""Reads: BEGIN READ ONLY and the namespace in one round trip, and never a connection handed
-out inside a transaction (gql_memory.db.engine.read_transaction)."""
+"""Transactions: BEGIN [READ ONLY] and the namespace in one round trip, and never a connection
+handed out inside a transaction (gql_memory.db.engine: read_transaction, write_transaction)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.db.engine import begin
+from gql_memory.db.engine import begin, write_transaction
 from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.errors import NotFoundError
 
@@ -35,6 +35,11 @@ async def pool(settings: Settings) -> AsyncIterator[Database]:
         yield db
     finally:
         await db.dispose()
+
+
+async def pool_run(pool: Database, statement: str) -> None:
+    async with pool.write() as conn:
+        await conn.execute(text(statement))
 
 
 @contextmanager
@@ -115,17 +120,22 @@ async def test_an_error_inside_a_read_rolls_back_and_the_connection_serves_again
     assert (row.pid, row.namespace) == (pid, "tenant-b")
 
 
-async def test_a_cancelled_read_leaves_no_transaction_behind(pool: Database) -> None:
-    entered = asyncio.Event()
-
+async def test_a_cancelled_read_leaves_no_transaction_behind(pool: Database, db: Database) -> None:
     async def slow() -> None:
         async with pool.read("tenant-a") as conn:
-            entered.set()
             await conn.execute(text("SELECT pg_sleep(30)"))
 
     task = asyncio.create_task(slow())
-    await entered.wait()
-    await asyncio.sleep(0.1)  # the sleep is running in PostgreSQL (cancelled either way)
+    running = text(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'"
+    )
+    async with asyncio.timeout(10):  # cancelled while PostgreSQL runs it
+        while True:
+            async with db.read() as conn:
+                if await conn.scalar(running):
+                    break
+            await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -152,3 +162,46 @@ async def test_a_connection_left_inside_a_transaction_is_never_handed_out(
     async with pool.read("tenant-b") as conn:
         row = (await conn.execute(CURRENT)).one()
     assert row.namespace == "tenant-b" and row.pid != left_pid
+
+
+async def test_a_scoped_write_is_its_statements_plus_two_round_trips_and_commits(
+    pool: Database,
+) -> None:
+    scoped = NamespacedDatabase(pool, "tenant-a", FairShare(2))
+    await pool_run(pool, "CREATE TEMP TABLE written (x int)")  # the pool's one session
+
+    async def work() -> Any:
+        async with scoped.write() as conn:
+            row = (await conn.execute(CURRENT)).one()
+            await conn.execute(text("INSERT INTO written VALUES (1)"))
+            return row, (await conn.get_raw_connection()).driver_connection
+
+    _, driver = await work()  # prepares the statements (asyncpg caches their plans)
+    with counted_sends(driver) as sent:
+        row, _ = await work()
+    assert (row.namespace, row.read_only) == ("tenant-a", "off")
+    assert len(sent) == 4, sent  # BEGIN with the namespace, two statements, COMMIT
+    assert b"BEGIN; SELECT set_config('app.namespace', E'tenant-a', true)" in sent[0]
+    async with pool.read() as conn:  # both committed (the same session: its temp table)
+        assert await conn.scalar(text("SELECT count(*) FROM written")) == 2
+
+
+async def test_a_failed_write_leaves_nothing_and_after_commit_runs_only_after_a_commit(
+    pool: Database,
+) -> None:
+    noted: list[int] = []
+
+    async def note(conn: Any) -> None:  # on the same connection, outside the transaction
+        noted.append((await conn.execute(CURRENT)).one().pid)
+
+    async with write_transaction(pool.engine, note, namespace="tenant-a") as conn:
+        pid = (await conn.execute(CURRENT)).one().pid
+        await conn.execute(text("CREATE TEMP TABLE kept (x int)"))
+    assert noted == [pid]
+    with pytest.raises(sqlalchemy.exc.DBAPIError):
+        async with write_transaction(pool.engine, note, namespace="tenant-a") as conn:
+            await conn.execute(text("INSERT INTO kept VALUES (1)"))
+            await conn.execute(text("INSERT INTO kept VALUES (1 / 0)"))
+    assert noted == [pid]
+    async with pool.read() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM kept")) == 0
