@@ -152,6 +152,8 @@ def serve(
     """Start PostgreSQL if needed, migrate, and serve GraphQL (GraphiQL at /graphql)."""
     import uvicorn
 
+    from gql_memory.server.connections import bounded_http_protocol
+
     settings = _settings(
         host=host, port=port, workers=workers, data_dir=data_dir, insecure=insecure or None
     )
@@ -193,6 +195,9 @@ def serve(
                 log_config=log_config(settings.log_level, settings.log_format),
                 access_log=False,  # gql_memory.access logs each request, with its request id
                 timeout_graceful_shutdown=settings.shutdown_timeout_s,
+                # slow or idle clients: a header deadline and a connection cap
+                http=bounded_http_protocol(settings),
+                timeout_keep_alive=settings.keep_alive_timeout_s,
             )
     except GqlMemoryError as exc:
         _fail(str(exc))
