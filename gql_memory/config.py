@@ -380,6 +380,20 @@ class Settings(BaseSettings):
         description="Automatic persisted queries kept per namespace and server process "
         "(least recently used dropped first; 0: APQ off).",
     )
+    apq_max_bytes_per_namespace: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="Memory the automatic persisted queries of one namespace may take per "
+        "server process, in bytes as Python holds them (a 4-byte character counts 4); the "
+        "least recently used are dropped first, a larger document is run but not registered.",
+    )
+    apq_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="Memory all namespaces' automatic persisted queries may take per server "
+        "process, in bytes; above it the least recently used namespace loses its least "
+        "recently used documents first.",
+    )
     max_query_depth: int = Field(default=12, ge=1)
     max_query_tokens: int = Field(default=2000, ge=10)
     max_aliases: int = Field(default=30, ge=1)

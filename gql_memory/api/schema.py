@@ -28,6 +28,7 @@ from gql_memory.api.extensions.cost import QueryCost
 from gql_memory.api.extensions.depth import QueryDepthLimit
 from gql_memory.api.extensions.operation_log import OperationRecorder
 from gql_memory.api.extensions.operation_name_required import OperationNameRequired
+from gql_memory.api.extensions.persisted_registration import PersistedQueryRegistration
 from gql_memory.api.extensions.scope_guard import ScopeGuard
 from gql_memory.api.extensions.subscriptions_over_streams import SubscriptionsOverStreams
 from gql_memory.api.extensions.validation_cache import ValidDocumentCache
@@ -214,6 +215,8 @@ def build_schema(
         extensions.append(DisableIntrospection)
     extensions.extend(extra_extensions)
     extensions.append(ValidDocumentCache)  # last: it sees the complete rule set
+    # after every check of on_execute: only an admitted operation registers its APQ document
+    extensions.append(PersistedQueryRegistration)
     schema = MemorySchema(
         query=Query,
         mutation=Mutation,

@@ -144,6 +144,26 @@ class Metrics:
             "Times the LISTEN connection was lost and re-established.",
             registry=r,
         )
+        self.apq_documents = Gauge(
+            "gql_memory_apq_documents",
+            "Automatic persisted queries registered (all namespaces).",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.apq_bytes = Gauge(
+            "gql_memory_apq_bytes",
+            "Memory the registered automatic persisted queries hold, in bytes "
+            "(bounded by GQL_MEMORY_APQ_MAX_BYTES per process).",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.apq_evictions = Counter(
+            "gql_memory_apq_evictions",
+            "Automatic persisted queries dropped, least recently used first, by the bound "
+            "that dropped them: namespace (its documents or bytes) or total (all bytes).",
+            ["reason"],
+            registry=r,
+        )
 
         # read replicas (GQL_MEMORY_READ_DATABASE_URL); none of these appear without them
         self.server_up = Gauge(
@@ -237,6 +257,15 @@ class Metrics:
         self.embedding_requests.labels(provider, "ok" if ok else "error").inc()
         self.embedding_texts.labels(provider).inc(texts)
         self.embedding_seconds.labels(provider).observe(seconds)
+
+    # --- ApqObserver (gql_memory.api.persisted) ------------------------------------------
+
+    def apq_cache_changed(self, documents: int, size_bytes: int) -> None:
+        self.apq_documents.set(documents)
+        self.apq_bytes.set(size_bytes)
+
+    def apq_evicted(self, reason: str, documents: int) -> None:
+        self.apq_evictions.labels(reason).inc(documents)
 
     # --- HubObserver / ListenerObserver --------------------------------------------------
 
