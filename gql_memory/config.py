@@ -507,6 +507,12 @@ class Settings(BaseSettings):
         description="How often an idle LISTEN connection is probed (finds silently dead links).",
     )
     metrics: bool = Field(default=True, description="Serve Prometheus metrics at /metrics.")
+    metrics_public: bool = Field(
+        default=False,
+        description="Serve /metrics to anyone who can reach it (a Prometheus on a private "
+        "network); by default it needs an admin-scope key or, where keys are required, a "
+        "request from this machine.",
+    )
     prometheus_multiproc_dir: Path | None = Field(
         default=None,
         validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"),

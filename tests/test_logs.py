@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 
 import pytest
+from sqlalchemy import text
 
+from gql_memory.db import Database
 from gql_memory.keys import ApiKeyStore, generate_secret
 from gql_memory.server.logs import JsonFormatter, RedactingFormatter, redact
 from tests.conftest import LiveServer
@@ -93,3 +96,96 @@ async def test_requests_are_logged_once_as_json_without_secrets(
     assert first["request_id"] and first["duration_ms"] >= 0
     assert access[1]["error_codes"] == ["FORBIDDEN"] and access[1]["status"] == 403
     assert access[3]["error_codes"] == ["UNAUTHENTICATED"] and access[3]["namespace"] is None
+
+
+# Distinctive text that appears nowhere in the code: any log line holding it leaked it.
+MARKER = "zq7-tenant-marker"
+# Four numbers in a row, as in a vector's repr or pgvector literal
+VECTOR = re.compile(r"(?:-?\d+\.\d+(?:e-?\d+)?,\s?){3}-?\d+\.\d+")
+EXTREMES = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59.999999-14:00")
+SEARCHES = (
+    "query($q: String!, $at: DateTime) { search(query: $q, asOf: $at) { id } }",
+    "query($q: String!, $at: DateTime) { search(query: $q, since: $at, layers: [RAW]) { id } }",
+    "query($q: String!, $at: DateTime) { search(query: $q, until: $at) { id } }",
+    "query($q: String!, $at: DateTime) { context(query: $q, asOf: $at) { totalTokens } }",
+    "query($q: String!, $at: DateTime) { insightSearch(query: $q, asOf: $at) { score } }",
+)
+ADD_INSIGHT = "mutation($c: String!) { addInsight(input: {content: $c}) { id } }"
+
+
+async def test_no_tenant_text_or_vector_reaches_the_log(
+    api: LiveServer, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Requests carrying marked text, extreme instants, and a statement that fails inside
+    PostgreSQL with the marked text and its vector as parameters: the log of all of it, in
+    either format, holds neither."""
+    with caplog.at_level(logging.DEBUG):
+        await api.data(
+            'mutation($c: String!) { storeRawDialogue(input: {sessionId: "s", speaker: "u", '
+            "content: $c}) { id } }",
+            {"c": f"{MARKER} stored turn"},
+        )
+        await api.data(ADD_INSIGHT, {"c": f"{MARKER} insight"})
+        for document in SEARCHES:
+            for moment in EXTREMES:
+                await api.graphql(document, {"q": f"{MARKER} query", "at": moment})
+        async with db.write() as conn:
+            await conn.execute(text("ALTER TABLE insights RENAME TO insights_gone"))
+        try:
+            failed = await api.error(ADD_INSIGHT, {"c": f"{MARKER} lost insight"})
+        finally:
+            async with db.write() as conn:
+                await conn.execute(text("ALTER TABLE insights_gone RENAME TO insights"))
+    assert failed["extensions"]["code"] == "INTERNAL_SERVER_ERROR"
+    logged = [r for r in caplog.records if r.exc_info]
+    assert logged, "the failed statement was logged with its traceback"
+    for formatter in (JsonFormatter(), RedactingFormatter()):
+        for log_record in caplog.records:
+            line = formatter.format(log_record)
+            assert MARKER not in line, line
+            assert not VECTOR.search(line), line
+
+
+FORGED = "2026-01-01 00:00:00,000 WARNING gql_memory.keys: API key 7 revoked"
+
+
+async def test_a_text_log_line_cannot_be_forged_with_a_newline(
+    api: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = f"s\n{FORGED}\r\x1b[2K\u2028"
+    with caplog.at_level(logging.INFO):
+        await api.data(
+            'mutation($s: String!) { storeRawDialogue(input: {sessionId: $s, speaker: "u", '
+            'content: "c"}) { id } }',
+            {"s": session},
+        )
+    mentioning = [r for r in caplog.records if "API key 7 revoked" in r.getMessage()]
+    assert mentioning, "the session id is logged"
+    formatter = RedactingFormatter()
+    for log_record in mentioning:
+        line = formatter.format(log_record)
+        assert line.splitlines() == [line], line
+        assert "\x1b" not in line and "\\n2026-01-01" in line
+
+
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        (
+            f"invalid input for query argument $3: '{MARKER} (a) b' (expected str, got list)",
+            "query argument $3: [value hidden] (expected str, got list)",
+        ),
+        (f"[SQL: SELECT 1]\n[parameters: ('{MARKER}', '[0.1,0.2]')]", "[SQL: SELECT 1]"),
+        (f"duplicate key\nDETAIL:  Key (name)=({MARKER}) already exists.", "duplicate key"),
+        (f'invalid input syntax for type integer: "{MARKER}"', "type integer: [value hidden]"),
+    ],
+)
+def test_values_quoted_by_the_driver_or_postgresql_are_hidden(message: str, kept: str) -> None:
+    for formatter in (JsonFormatter(), RedactingFormatter()):
+        try:
+            raise RuntimeError(message)
+        except RuntimeError:
+            failing = record("statement failed: %s", message)
+            failing.exc_info = sys.exc_info()
+        line = formatter.format(failing)
+        assert MARKER not in line and kept in line.replace("\\n", "\n")

@@ -242,6 +242,26 @@ async def test_an_invalid_position_is_refused(server: LiveServer) -> None:
     assert "x-read-after-lsn" in body["errors"][0]["message"].lower()
 
 
+async def test_a_position_past_the_primarys_is_refused_without_waiting(
+    server: LiveServer, pair: ReplicaPair
+) -> None:
+    """Every read of the request is refused at once: none waits for the replica (nor holds
+    one of its connections) for a position no server has written."""
+    waits = await metric(server, "gql_memory_replica_lsn_waits_total", server=replica_label(pair))
+    body = await server.graphql(
+        "{ stats { sessions } workingMemory { id } }",
+        headers={"X-Read-After-LSN": "FFFFFFFF/FFFFFFFF"},
+    )
+    assert body["errors"] and {e["extensions"]["code"] for e in body["errors"]} == {
+        "BAD_USER_INPUT"
+    }
+    assert "past the primary database's" in body["errors"][0]["message"]
+    after = await metric(server, "gql_memory_replica_lsn_waits_total", server=replica_label(pair))
+    assert after == waits
+    _, lsn = await add(server, "a position the primary wrote is still served")
+    assert await working_ids(server, after=lsn)
+
+
 async def test_a_batch_reads_its_own_mutation(server: LiveServer, pair: ReplicaPair) -> None:
     async with replay_paused(pair):
         response = await server.client.post(

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urljoin
 
+import pytest
 import pytest_asyncio
 from graphql import parse, validate
 
@@ -17,7 +20,7 @@ from gql_memory.api.schema import build_schema
 from gql_memory.config import Settings
 from gql_memory.server.ui import DASHBOARD_DIR, DASHBOARD_MANIFEST, GRAPHIQL_DIR
 from tests.browser.documents import DOCUMENT, manifest_for, page_documents
-from tests.conftest import LiveServer, serving
+from tests.conftest import ROOT, LiveServer, serving
 
 HTML = {"Accept": "text/html"}
 # An XML namespace name: never fetched, and the only URL our own files may hold.
@@ -172,3 +175,29 @@ def test_the_dashboard_documents_are_valid_against_the_schema() -> None:
     schema = build_schema(Settings())._schema
     for name, text in page_documents().items():
         assert not validate(schema, parse(text)), name
+
+
+async def test_graphiql_keeps_its_headers_in_the_tab_only(live: LiveServer) -> None:
+    """The served page hands GraphiQL a storage on sessionStorage, so the Authorization key
+    (in the headers, the tabs and the history, which records each query's headers) is gone
+    with the tab instead of lying in localStorage (tests/node/graphiql_storage.cjs runs the
+    page against stand-ins for the browser)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not found on PATH: this test runs GraphiQL's page script in it")
+    page_js = (await live.client.get("/graphiql/page.js")).content
+    headers = json.dumps({"Authorization": "Bearer gqlm_ThisKeyMustNotOutliveTheTab"})
+    ran = subprocess.run(
+        [node, str(ROOT / "tests/node/graphiql_storage.cjs"), headers],
+        input=page_js,
+        capture_output=True,
+        check=True,
+    )
+    seen = json.loads(ran.stdout)
+    assert seen["hasStorage"] and seen["shouldPersistHeaders"]
+    written = seen["written"]
+    assert written["local"] == {}
+    assert written["session"]["graphiql:headers"] == headers
+    assert "gqlm_ThisKeyMustNotOutliveTheTab" in written["session"]["graphiql:queries"]
+    assert written["length"] == 2
+    assert seen["afterClear"] == {"dashboard-key": "kept"}  # clearing GraphiQL's items only

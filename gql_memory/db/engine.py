@@ -125,6 +125,9 @@ class Database:
                 "server_settings": server_settings,
             },
             execution_options={LIVE_EVENTS_OPTION: settings.live_events},
+            # A failed statement's parameters are the tenant's text and vectors: they stay
+            # out of exception messages, so out of every log and traceback.
+            hide_parameters=True,
         )
         event.listen(engine.sync_engine, "checkout", _discard_unusable)
         return cls(engine)

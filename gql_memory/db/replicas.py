@@ -34,7 +34,7 @@ from gql_memory.db.engine import (
 )
 from gql_memory.db.health import Health, HealthObserver, Probe, Replica, server_name
 from gql_memory.db.positions import ReadSession, current_session, format_lsn, parse_lsn
-from gql_memory.errors import ServiceUnavailableError
+from gql_memory.errors import ServiceUnavailableError, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,9 @@ SELECT CASE WHEN current_setting('synchronous_commit') = 'off' THEN pg_current_w
             ELSE pg_current_wal_flush_lsn() END::text
 """
 REPLAY_POSITION_SQL = "SELECT pg_last_wal_replay_lsn()::text"
+# The end of the primary's WAL: no commit position it reported, or ever will report before
+# writing more, lies beyond it (it is at or past both positions COMMIT_POSITION_SQL reads).
+WAL_END_SQL = "SELECT pg_current_wal_insert_lsn()::text"
 # A read waiting for a position polls the replica after 1 ms, then 2, 4 ... at most 20 ms.
 WAIT_FIRST_POLL_S = 0.001
 WAIT_MAX_POLL_S = 0.02
@@ -78,6 +81,9 @@ class ReadReplicas:
         self.wait_s = settings.read_after_lsn_wait_s
         self.observer = observer
         self._turn = itertools.count()
+        # the newest primary position known here (commits seen, asked): a read position
+        # at or before it needs no question to the primary
+        self._primary_lsn = 0
 
     @classmethod
     def for_settings(
@@ -154,6 +160,8 @@ class ReadReplicas:
             self._fell_back(reason)
             return None
         ready = [r for r in usable if r.replay_lsn >= after]
+        if not ready:
+            await self._require_written(after)
         candidates = ready or usable
         turn = next(self._turn)
         for i in range(len(candidates)):
@@ -176,6 +184,25 @@ class ReadReplicas:
             return conn
         self._fell_back("unavailable")
         return None
+
+    async def _require_written(self, after: int) -> None:
+        """Refuse (BAD_USER_INPUT) a position past the end of the primary's WAL: no replica
+        will replay it within the wait, and every read of the request would hold a replica
+        connection for all of it. While the primary is down it cannot be asked: the wait
+        decides, as for any position."""
+        if after <= self._primary_lsn or not self.health.primary_up:
+            return
+        try:
+            async with autocommit_statement(self.primary) as conn:
+                end = parse_lsn(await conn.fetchval(WAL_END_SQL))
+        except ServiceUnavailableError:
+            return
+        self._primary_lsn = max(self._primary_lsn, end)
+        if after > self._primary_lsn:
+            raise ValidationError(
+                f"The read position {format_lsn(after)} is past the primary database's "
+                f"({format_lsn(self._primary_lsn)}): send back a position a write returned"
+            )
 
     async def _wait_for_replay(self, replica: Replica, after: int) -> bool:
         """Poll the replica's replay position until it reaches ``after`` or time is up."""
@@ -258,7 +285,9 @@ class ReadReplicas:
         except Exception as exc:
             log.warning("the commit position of a write could not be read: %r", exc)
             return
-        session.committed(parse_lsn(position))
+        committed = parse_lsn(position)
+        session.committed(committed)
+        self._primary_lsn = max(self._primary_lsn, committed)
 
     def _served(self, server: str) -> None:
         if self.observer:

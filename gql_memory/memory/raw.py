@@ -25,10 +25,12 @@ from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
+    in_utc,
     require_id,
     require_json_object,
     require_page_size,
     require_session_id,
+    require_storable_moment,
     require_text,
 )
 from gql_memory.memory.vectors import vector_literal
@@ -101,28 +103,16 @@ def parse_date_range(value: str) -> tuple[datetime, datetime]:
     return datetime.combine(start, time.min, UTC), datetime.combine(end, time.max, UTC)
 
 
-# asyncpg stores Python's datetime.min / datetime.max as -infinity / infinity (and reads them
-# back without an offset): stored moments stay a day inside them.
-EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
-LATEST = datetime(9999, 12, 30, tzinfo=UTC)
-
-
 def _aware(moment: datetime, field: str) -> datetime:
     """The moment in UTC (naive means UTC); one PostgreSQL can store, else BAD_USER_INPUT."""
     if not isinstance(moment, datetime):
         raise ValidationError(f"{field} must be a date-time")
-    try:
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-    except (OverflowError, ValueError) as exc:
-        raise ValidationError(f"{field} is out of range") from exc
+    return in_utc(moment if moment.tzinfo else moment.replace(tzinfo=UTC), field)
 
 
 def _storable(moment: datetime, field: str) -> datetime:
     """A moment to store: in UTC and a day inside Python's own range (see EARLIEST)."""
-    utc = _aware(moment, field)
-    if not EARLIEST <= utc <= LATEST:
-        raise ValidationError(f"{field} must be between 0001-01-02 and 9999-12-30 (UTC)")
-    return utc
+    return require_storable_moment(_aware(moment, field), field)
 
 
 def validated_turn(turn: RawDialogueInput) -> dict[str, Any]:

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from gql_memory.errors import ValidationError
 
 MAX_JSON_DEPTH = 32
 MAX_JSON_BYTES = 1024 * 1024
+# asyncpg stores Python's datetime.min / datetime.max as -infinity / infinity (and reads them
+# back without an offset): stored moments stay a day inside them.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def check_storable(value: str, field: str) -> str:
@@ -22,6 +27,23 @@ def check_storable(value: str, field: str) -> str:
     except UnicodeEncodeError as exc:
         raise ValidationError(f"{field} contains invalid Unicode (lone surrogate)") from exc
     return value
+
+
+def in_utc(moment: datetime, field: str) -> datetime:
+    """An aware ``moment`` in UTC. One that UTC cannot hold (0001-01-01T00:00+14:00 is in year
+    0, 9999-12-31T23:59-14:00 in year 10000) is the caller's error, not the driver's."""
+    try:
+        return moment.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:
+        raise ValidationError(f"{field} is out of range") from exc
+
+
+def require_storable_moment(moment: datetime, field: str) -> datetime:
+    """An aware moment to store: in UTC and a day inside Python's own range (see EARLIEST)."""
+    utc = in_utc(moment, field)
+    if not EARLIEST <= utc <= LATEST:
+        raise ValidationError(f"{field} must be between 0001-01-02 and 9999-12-30 (UTC)")
+    return utc
 
 
 def require_text(value: Any, field: str, *, max_length: int | None = None) -> str:

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import edges, episodes, insights
 from gql_memory.errors import ValidationError
-from gql_memory.memory.validation import require_id
+from gql_memory.memory.validation import in_utc, require_id, require_storable_moment
 
 FACT_TABLES: dict[str, Table] = {"insights": insights, "episodes": episodes, "edges": edges}
 MAX_SUPERSEDES = 100
@@ -27,26 +27,31 @@ VALIDITY_COLUMNS = "valid_from, valid_to, superseded_by"
 
 
 def require_aware(value: Any, field: str) -> datetime:
-    """A date-time with a timezone (a naive one would be read in the server's zone)."""
+    """A date-time with a timezone (a naive one would be read in the server's zone), in UTC;
+    one that UTC cannot hold is BAD_USER_INPUT (see ``in_utc``)."""
     if not isinstance(value, datetime):
         raise ValidationError(f"{field} must be a date-time")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(f"{field} must carry a timezone (e.g. 2026-01-31T09:00:00Z)")
-    return value
+    return in_utc(value, field)
 
 
-def require_instant(value: Any, field: str) -> datetime:
-    """A timezone-aware instant no later than now."""
-    value = require_aware(value, field)
+def _not_future(value: datetime, field: str) -> datetime:
     if value > datetime.now(UTC):
         raise ValidationError(f"{field} must not be in the future")
     return value
 
 
+def require_instant(value: Any, field: str) -> datetime:
+    """An instant to store (a fact's validFrom, the instant it is closed at): timezone-aware,
+    no later than now, and one PostgreSQL stores as itself (see ``require_storable_moment``)."""
+    return _not_future(require_storable_moment(require_aware(value, field), field), field)
+
+
 def require_as_of(value: Any) -> datetime | None:
     """The instant of an as-of read, or None for now. A future instant is refused: what is
     valid then is not known yet."""
-    return None if value is None else require_instant(value, "asOf")
+    return None if value is None else _not_future(require_aware(value, "asOf"), "asOf")
 
 
 def require_period(

@@ -24,6 +24,7 @@ from gql_memory.db.fair import FairShare
 from gql_memory.db.migrate import is_current
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
+from gql_memory.errors import ForbiddenError, ServiceUnavailableError
 from gql_memory.keys import KeyVerifier, auth_mode
 from gql_memory.live.hub import EventHub
 from gql_memory.live.listener import EventListener
@@ -32,7 +33,11 @@ from gql_memory.runtime import Purpose
 from gql_memory.server import ui
 from gql_memory.server.auth import Authenticator
 from gql_memory.server.metrics import Metrics
-from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
+from gql_memory.server.middleware import (
+    BodySizeLimitMiddleware,
+    RequestContextMiddleware,
+    error_response,
+)
 from gql_memory.server.view import MemoryGraphQL
 
 log = logging.getLogger(__name__)
@@ -77,7 +82,17 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """Prometheus metrics of this server (of all its workers in multiprocess mode)."""
+    """Prometheus metrics of this server (of all its workers in multiprocess mode); who may
+    read them: ``Authenticator.metrics_refusal``, unless GQL_MEMORY_METRICS_PUBLIC."""
+    if not request.app.state.settings.metrics_public:
+        client = request.client.host if request.client else None
+        authenticator: Authenticator = request.app.state.authenticator
+        refusal = await authenticator.metrics_refusal(request.headers, client)
+        if refusal is not None:
+            status = 403 if isinstance(refusal, ForbiddenError) else 401
+            if isinstance(refusal, ServiceUnavailableError):
+                status = 503
+            return error_response(status, str(refusal), refusal.code)
     body, content_type = request.app.state.metrics.exposition()
     return Response(body, media_type=content_type)
 

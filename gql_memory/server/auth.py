@@ -13,10 +13,16 @@ from typing import Any
 
 from gql_memory.api.info import KEY_REQUIRED, Credentials
 from gql_memory.config import Settings
-from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError
+from gql_memory.errors import (
+    ForbiddenError,
+    GqlMemoryError,
+    ServiceUnavailableError,
+    UnauthenticatedError,
+)
 from gql_memory.keys import (
     ANONYMOUS,
     KeyVerifier,
+    Scope,
     auth_mode,
     hash_secret,
     is_loopback,
@@ -30,6 +36,11 @@ LOOPBACK_ONLY = (
     "Requests without an API key are only accepted from this machine: a loopback Host "
     "(127.0.0.1 or localhost) and no proxy in between; send 'Authorization: Bearer <api key>'"
 )
+METRICS_REFUSED = (
+    "/metrics shows every tenant's operations: it needs an API key with the admin scope, or a "
+    "request from this machine (a loopback client and Host, no proxy in between)"
+)
+METRICS_NEEDS_ADMIN = "/metrics needs an API key with the admin scope"
 
 
 class Authenticator:
@@ -85,6 +96,27 @@ class Authenticator:
         if principal is None:
             return Credentials(None, UnauthenticatedError(INVALID_KEY), key_hash=key_hash)
         return Credentials(principal, key_hash=key_hash)
+
+    async def metrics_refusal(
+        self, headers: Mapping[str, str], client_host: str | None
+    ) -> GqlMemoryError | None:
+        """Why this request may not read /metrics (every tenant's operation counts), or None.
+        A key must have the admin scope. Without one: where keys are required, only a caller
+        on this machine (loopback client address and Host, no forwarding header); where they
+        are optional, whoever may query without a key."""
+        if "authorization" in headers:
+            credentials = await self.from_headers(headers)
+            if credentials.principal is None:
+                return credentials.error
+            if not credentials.principal.allows(Scope.ADMIN):
+                return ForbiddenError(METRICS_NEEDS_ADMIN)
+            return None
+        host = headers.get("host", "")
+        proxied = any(name in headers for name in FORWARDING_HEADERS)
+        if self.mode == "optional":
+            return self._anonymous(host, proxied).error
+        local = client_host is not None and is_loopback(client_host) and is_loopback(host)
+        return None if local and not proxied else UnauthenticatedError(METRICS_REFUSED)
 
     def _anonymous(self, host_header: str, proxied: bool = False) -> Credentials:
         if self.mode == "required":

@@ -2,7 +2,11 @@
 
 Fields passed as ``extra=`` (request_id, status, duration_ms, ...) become top-level keys.
 Redaction is applied to every formatted message and traceback — a second wall behind the
-rule that code never logs headers or keys in the first place.
+rule that code never logs headers or keys in the first place. So is the hiding of the values
+a failed statement carried (the tenant's text and vectors): the engine never puts its
+parameters into an exception (``hide_parameters``), and what the driver or PostgreSQL quote
+in their own messages is cut out here. The text format escapes control characters, so a
+value with a newline in it cannot forge a log line.
 """
 
 from __future__ import annotations
@@ -35,13 +39,51 @@ _STANDARD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
 _MAYBE_SECRET = re.compile(rf"{re.escape(API_KEY_PREFIX)}|(?i:bearer|authorization)")
 
 
+# Values quoted by the layers under the engine, each pattern keeping what says why:
+# SQLAlchemy's parameters (an engine without hide_parameters), asyncpg's repr of an argument it
+# could not encode ("query argument $3: '...' (reason)": up to the last " (", which begins the
+# reason), PostgreSQL's DETAIL (the failing row, a key's values) and its quoted input values.
+HIDDEN = "[value hidden]"
+_VALUES = (
+    (re.compile(r"(?m)^([ \t]*)\[parameters: .*$"), r"\1[parameters: " + HIDDEN + "]"),
+    (
+        re.compile(
+            r"(?m)(query argument \$\d+(?: in element #\d+ of executemany\(\) sequence)?: )"
+            r"(?:.*(?= \(.*\)$)|.*)"
+        ),
+        r"\1" + HIDDEN,
+    ),
+    (re.compile(r"(?m)^([ \t]*DETAIL: +).*$"), r"\1" + HIDDEN),
+    (re.compile(r"(invalid input (?:syntax|value) for [^:\n]*: )\"[^\n]*\""), r"\1" + HIDDEN),
+)
+_MAYBE_VALUE = re.compile(r"\[parameters: |query argument \$|DETAIL: |invalid input ")
+
+
 def redact(text: str) -> str:
-    """Replace API keys and bearer tokens in ``text`` by a marker."""
+    """Replace API keys and bearer tokens in ``text`` by a marker, and the values a failed
+    statement quoted (see _VALUES) by another."""
+    if _MAYBE_VALUE.search(text) is not None:
+        for pattern, replacement in _VALUES:
+            text = pattern.sub(replacement, text)
     if _MAYBE_SECRET.search(text) is None:
         return text
     for pattern, replacement in _SECRETS:
         text = pattern.sub(replacement, text)
     return text
+
+
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line: a newline becomes ``\\n``, an escape ``\\x1b``, and so on."""
+    return _CONTROL.sub(_escaped, text)
 
 
 def _redact_value(value: Any) -> Any:
@@ -78,13 +120,29 @@ class JsonFormatter(logging.Formatter):
 
 
 class RedactingFormatter(logging.Formatter):
-    """The classic one-line text format, redacted too (GQL_MEMORY_LOG_FORMAT=text)."""
+    """The classic one-line text format, redacted too (GQL_MEMORY_LOG_FORMAT=text).
+
+    Every record begins a line with its timestamp, and nothing else does: the line itself has
+    its control characters escaped, and a traceback's lines are indented under it."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        return escape_controls(redact(super().formatMessage(record)))
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802
+        return _indented(redact(super().formatException(ei)))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return _indented(redact(super().formatStack(stack_info)))
+
+
+def _indented(text: str) -> str:
+    return "\n".join("  " + line for line in _CONTROL_BUT_NEWLINE.sub(_escaped, text).split("\n"))
 
 
 def log_config(level: str, log_format: str) -> dict[str, Any]:

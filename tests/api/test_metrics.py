@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gql_memory.config import Settings
+from gql_memory.keys import ApiKeyStore, generate_secret
 from gql_memory.server.app import create_app
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, serving
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -93,3 +95,41 @@ def test_metrics_can_be_switched_off(settings: Settings, enabled: bool) -> None:
     app = create_app(settings.with_overrides(metrics=enabled))
     paths = {getattr(route, "path", None) for route in app.routes}
     assert ("/metrics" in paths) is enabled
+
+
+REMOTE = {"X-Forwarded-For": "203.0.113.9"}  # through a proxy: a client on another machine
+
+
+def refused_code(response: httpx.Response) -> str:
+    return response.json()["errors"][0]["extensions"]["code"]
+
+
+async def test_metrics_need_an_admin_key_or_a_local_caller_when_keys_are_required(
+    secure_api: LiveServer, key_store: ApiKeyStore
+) -> None:
+    assert (await secure_api.client.get("/metrics")).status_code == 200  # from this machine
+    for elsewhere in (REMOTE, {"Host": "metrics.example.com"}):
+        refused = await secure_api.client.get("/metrics", headers=elsewhere)
+        assert (refused.status_code, refused_code(refused)) == (401, "UNAUTHENTICATED")
+        assert "gql_memory_" not in refused.text
+    reader = (await key_store.create("tenant-a", "read,write")).secret
+    admin = (await key_store.create("operations", "admin")).secret
+    for key, status in ((reader, 403), (admin, 200), (generate_secret(), 401)):
+        answered = await secure_api.client.get(
+            "/metrics", headers={**REMOTE, "Authorization": f"Bearer {key}"}
+        )
+        assert answered.status_code == status, answered.text
+
+
+async def test_metrics_without_a_key_follow_the_anonymous_rule_where_keys_are_optional(
+    api: LiveServer,
+) -> None:
+    for elsewhere in (REMOTE, {"Host": "rebound.example.com"}):
+        refused = await api.client.get("/metrics", headers=elsewhere)
+        assert (refused.status_code, refused_code(refused)) == (401, "UNAUTHENTICATED")
+
+
+async def test_public_metrics_answer_anyone(secure_settings: Settings) -> None:
+    async with serving(secure_settings.with_overrides(metrics_public=True)) as server:
+        answered = await server.client.get("/metrics", headers=REMOTE)
+    assert answered.status_code == 200 and "gql_memory_" in answered.text

@@ -142,3 +142,24 @@ async def test_graphiql_subscription_runs_over_graphql_transport_ws(
     sockets = [r["url"] for r in requests_sent(browser) if r["method"] == "WEBSOCKET"]
     assert sockets and all(url.startswith("ws://127.0.0.1:") for url in sockets)
     assert not console_errors(browser, expected=UNAUTHENTICATED)
+
+
+STORED = "return JSON.stringify(Object.assign({}, window[arguments[0]]));"
+
+
+async def test_graphiql_keeps_the_key_in_this_tab_only(
+    browser: WebDriver, secure_api: LiveServer, key_store: ApiKeyStore
+) -> None:
+    """The headers (with the key) persist in sessionStorage, gone with the tab; localStorage,
+    which outlives it, never holds the key (nor does the history GraphiQL keeps there)."""
+    key = (await key_store.create("graphiql-tab", "read")).secret
+
+    def scenario() -> str:
+        open_graphiql(browser, secure_api.base_url, key)
+        run_query(browser, STATS, '"workingMemory"')
+        WebDriverWait(browser, RESULT_S, poll_frequency=0.05).until(
+            lambda d: key in d.execute_script(STORED, "sessionStorage")
+        )
+        return browser.execute_script(STORED, "localStorage")
+
+    assert key not in await asyncio.to_thread(scenario)

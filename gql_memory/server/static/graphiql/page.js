@@ -43,6 +43,33 @@ function webSocketURL(url) {
   return parsed.toString();
 }
 
+// Everything GraphiQL keeps (the headers editor with its Authorization key, the tabs, the
+// history, which also records each query's headers) goes to sessionStorage: this tab only,
+// gone when it closes, as the dashboard keeps its key. localStorage would keep the key on
+// disk for every later visitor of this browser profile.
+const NAMESPACE = "graphiql:";
+
+function graphiqlKeys() {
+  const keys = [];
+  for (let i = 0; i < sessionStorage.length; i += 1) {
+    const key = sessionStorage.key(i);
+    if (key.startsWith(NAMESPACE)) keys.push(key);
+  }
+  return keys;
+}
+
+const tabStorage = {
+  getItem: (key) => sessionStorage.getItem(key),
+  setItem: (key, value) => sessionStorage.setItem(key, value),
+  removeItem: (key) => sessionStorage.removeItem(key),
+  get length() {
+    return graphiqlKeys().length;
+  },
+  clear() {
+    for (const key of graphiqlKeys()) sessionStorage.removeItem(key);
+  },
+};
+
 const fetcher = GraphiQL.createFetcher({
   url: fetchURL,
   headers: defaultHeaders,
@@ -74,6 +101,7 @@ function GraphiQLWithExplorer() {
     inputValueDeprecation: true,
     isHeadersEditorEnabled: true,
     shouldPersistHeaders: true,
+    storage: tabStorage,
   });
 }
 
