@@ -165,8 +165,12 @@ def serve(
     try:
         rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
         check_exposure(settings)  # before starting anything; the key count is checked below
-        # PostgreSQL stays up while uvicorn's workers (other processes) use it
-        with runtime.database(settings) as (url, embedded):
+        # PostgreSQL stays up while uvicorn's workers (other processes) use it; this process
+        # supervises it (restarts it when it dies), whatever the number of workers
+        with (
+            runtime.database(settings) as (url, embedded),
+            runtime.supervised(embedded, settings) as embedded_state,
+        ):
             revision, active_keys = asyncio.run(
                 _migrate(settings.with_overrides(database_url=url), embedded is not None)
             )
@@ -182,6 +186,8 @@ def serve(
             if settings.prometheus_multiproc_dir is not None:
                 _prepare_metrics_dir(settings.prometheus_multiproc_dir)
             os.environ["GQL_MEMORY_AUTH"] = mode
+            if embedded_state is not None:  # what /readyz and /healthz read in every worker
+                os.environ["GQL_MEMORY_EMBEDDED_STATE_FILE"] = str(embedded_state.path)
             os.environ["GQL_MEMORY_INSECURE"] = "true" if settings.insecure else "false"
             url_shown = f"http://{settings.host}:{settings.port}/graphql"
             typer.echo(f"GraphiQL: {url_shown} (API keys {mode})")

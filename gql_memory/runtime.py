@@ -33,6 +33,7 @@ from gql_memory.db.embedded import EmbeddedPostgres, allow_role_login, login_url
 from gql_memory.db.migrate import ensure_text_search_config, upgrade
 from gql_memory.db.positions import ReadSession
 from gql_memory.db.replicas import ReadReplicas, ReplicaObserver
+from gql_memory.db.supervision import StateFile, Supervisor
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory.embedding_config import verify_embedding_config
 
@@ -60,6 +61,8 @@ class Runtime:
     db_url: str  # the URL that pool connects with (the server's: as the role)
     embedder: EmbeddingProvider
     embedded: EmbeddedPostgres | None  # the embedded server, when this runtime started it
+    # where the supervisor of that server publishes its state (the server's runtime only)
+    embedded_state: StateFile | None = None
 
 
 @contextmanager
@@ -77,6 +80,22 @@ def database(settings: Settings) -> Iterator[tuple[str, EmbeddedPostgres | None]
         yield embedded.url, embedded
     finally:
         embedded.stop()
+
+
+@contextmanager
+def supervised(embedded: EmbeddedPostgres | None, settings: Settings) -> Iterator[StateFile | None]:
+    """Supervise the embedded server started by ``database`` (restarts, disk full; see
+    db.supervision) for the block; yield the file its state is published in. Leave this
+    block before ``database``'s: the server's own stop is not a death to repair."""
+    if embedded is None:
+        yield None
+        return
+    supervisor = Supervisor(embedded, settings)
+    supervisor.start()
+    try:
+        yield supervisor.state_file
+    finally:
+        supervisor.stop()
 
 
 async def prepare(
@@ -132,7 +151,7 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
     ``check_embeddings=False`` (re-embedding, key management) migrates without refusing a
     provider that does not fit the stored vectors."""
     async with AsyncExitStack() as stack:
-        url, embedded = await _reach(settings, stack)
+        url, embedded, embedded_state = await _reach(settings, stack, purpose)
         embedder = embedder or make_provider(settings)
         stack.push_async_callback(embedder.aclose)
         owner = Database.for_maintenance(url, settings)
@@ -161,15 +180,22 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
             stack.push_async_callback(db.dispose)  # the pool and its replicas' pools
             if db.replicas is not None:
                 await db.replicas.start()
-        yield Runtime(settings, url, db, app_url, embedder, embedded)
+        yield Runtime(settings, url, db, app_url, embedder, embedded, embedded_state)
 
 
-async def _reach(settings: Settings, stack: AsyncExitStack) -> tuple[str, EmbeddedPostgres | None]:
+async def _reach(
+    settings: Settings, stack: AsyncExitStack, purpose: Purpose
+) -> tuple[str, EmbeddedPostgres | None, StateFile | None]:
     if settings.database_url:
-        return settings.database_url, None
+        return settings.database_url, None, None
     embedded = await asyncio.to_thread(start_embedded, settings.data_dir)
     stack.push_async_callback(asyncio.to_thread, embedded.stop)
-    return embedded.url, embedded
+    if purpose is not Purpose.SERVER:
+        return embedded.url, embedded, None
+    supervisor = Supervisor(embedded, settings)  # a server started it: it keeps it running
+    supervisor.start()
+    stack.push_async_callback(asyncio.to_thread, supervisor.stop)  # before the server's stop
+    return embedded.url, embedded, supervisor.state_file
 
 
 def _with_replicas(

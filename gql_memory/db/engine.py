@@ -36,6 +36,9 @@ _UNAVAILABLE = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.QueryCanceledError,
+    # no space left for the write: a full disk, to be freed (the supervisor of the embedded
+    # server names it on /readyz), never a wrong request
+    asyncpg.exceptions.DiskFullError,
     asyncpg.exceptions.InterfaceError,
     sqlalchemy.exc.TimeoutError,
 )

@@ -22,6 +22,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.fair import FairShare
 from gql_memory.db.migrate import is_current
+from gql_memory.db.supervision import EmbeddedState, StateFile
 from gql_memory.embeddings import describe, make_provider
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.errors import ForbiddenError, ServiceUnavailableError
@@ -49,8 +50,19 @@ log = logging.getLogger(__name__)
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
+def embedded_state(request: Request) -> EmbeddedState | None:
+    """What the supervisor of the embedded PostgreSQL last published (None: no embedded
+    server, or nothing to read right now)."""
+    state_file: StateFile | None = getattr(request.app.state, "embedded_state", None)
+    return state_file.read() if state_file is not None else None
+
+
 async def healthz(request: Request) -> Response:
-    """Liveness: the process answers."""
+    """Liveness: the process answers, and the embedded PostgreSQL it supervises has not been
+    down longer than GQL_MEMORY_EMBEDDED_GIVE_UP_S (restarting the service is the remedy left)."""
+    embedded = embedded_state(request)
+    if embedded is not None and not embedded.alive:
+        return JSONResponse({"status": "failing", **embedded.body()}, 503)
     return JSONResponse({"status": "ok"})
 
 
@@ -59,7 +71,11 @@ async def readyz(request: Request) -> Response:
 
     With read replicas, a primary that does not answer while a replica does is "read-only":
     200, because queries are still served (writes get SERVICE_UNAVAILABLE); 503 only when
-    no server can answer. The replicas' state is their last check's."""
+    no server can answer. The replicas' state is their last check's. While the supervised
+    embedded PostgreSQL is restarting or its disk is full, 503 and the supervisor's reason."""
+    embedded = embedded_state(request)
+    if embedded is not None and not embedded.ready:
+        return JSONResponse({"status": "unavailable", **embedded.body()}, 503)
     db: Database = request.app.state.db
     primary = Database(db.engine)  # the primary itself, whatever the read routing says
     replicas: dict[str, dict[str, int]] = {}
@@ -143,6 +159,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 )
                 app.state.settings = settings
                 app.state.documents = documents
+                # the embedded server's supervisor: this runtime's, or serve's (its process)
+                published = settings.embedded_state_file
+                app.state.embedded_state = rt.embedded_state or (
+                    StateFile(published) if published else None
+                )
                 app.state.embedder = embedder
                 app.state.event_hub = hub if live else None
                 app.state.metrics = metrics
