@@ -19,6 +19,7 @@ BENCHMARKS = [
     "throughput",
     "insight_search",
     "hybrid_search",
+    "tenant_search",
     "graph_neighbors",
     "locomo_recall",
 ]

@@ -27,6 +27,8 @@ import re
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,12 +36,14 @@ from typing import Any
 
 from sqlalchemy import text
 
+from bench import previous_search
 from bench.common import percentile
 from gql_memory import AsyncMemoryStore, RawDialogueInput
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
 from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.memory import Memory
+from gql_memory.memory import search as search_module
 from gql_memory.memory.search import Fusion, SearchWeights
 from gql_memory.memory.vectors import vector_literal
 
@@ -48,6 +52,7 @@ KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
 HYBRID = "hybrid (default: DBSF 0.5/0.5 + graph)"
+BEFORE = "hybrid default before issue 34 (coverage text leg, table statistics)"
 REFERENCE = "reference: turn vectors + OR-ed ts_rank keywords, RRF k=60"
 
 
@@ -58,6 +63,7 @@ class Mode:
     weights: SearchWeights | None = None
     fusion: Fusion | None = None
     changes: tuple[tuple[str, Any], ...] = ()
+    previous: bool = False  # with the legs statement of before issue 34 (bench/previous_search)
 
 
 MODES: dict[str, Mode] = {
@@ -69,7 +75,26 @@ MODES: dict[str, Mode] = {
     "hybrid RRF k=60 0.7/0.3 (old default)": Mode(
         SearchWeights(0.7, 0.3), Fusion.RRF, (("graph_propagation", 0.0),)
     ),
+    BEFORE: Mode(previous=True),
+    "text leg only, before issue 34": Mode(
+        SearchWeights(0.0, 1.0), changes=(("graph_propagation", 0.0),), previous=True
+    ),
 }
+
+
+@contextmanager
+def legs_of(mode: Mode) -> Iterator[None]:
+    """The search's legs statement as the mode asks: today's, or that of before issue 34."""
+    if not mode.previous:
+        yield
+        return
+    current = search_module.legs_sql
+    search_module.legs_sql = previous_search.legs_sql
+    try:
+        yield
+    finally:
+        search_module.legs_sql = current
+
 
 # The reference recipe's two legs, over turns embedded alone (namespace "<conv>-plain").
 REFERENCE_VECTOR_SQL = """
@@ -298,14 +323,15 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                     category = CATEGORIES[qa["category"]]
                     for name, (memory, mode) in searchers.items():
                         started = time.perf_counter()
-                        hits = await memory.search(
-                            qa["question"],
-                            top_k=max(KS),
-                            session_id=None,
-                            layers=["RAW"],
-                            weights=mode.weights,
-                            fusion=mode.fusion,
-                        )
+                        with legs_of(mode):
+                            hits = await memory.search(
+                                qa["question"],
+                                top_k=max(KS),
+                                session_id=None,
+                                layers=["RAW"],
+                                weights=mode.weights,
+                                fusion=mode.fusion,
+                            )
                         if name == HYBRID:
                             latencies.append(time.perf_counter() - started)
                         recall.add(name, category, evidence, [by_raw_id.get(h.id) for h in hits])

@@ -342,7 +342,38 @@ class Settings(BaseSettings):
         ge=100,
         description="At most this many full-text matches are ranked per layer and search: "
         "a namespace this small is ranked whole, a larger one through its rarest query "
-        "lexemes first.",
+        "lexemes first. Also the size of the sample a larger namespace's word statistics "
+        "come from (its newest rows).",
+    )
+    text_search_bm25_k1: float = Field(
+        default=1.2,
+        ge=0,
+        le=10,
+        description="BM25's term-frequency saturation for the text leg (0: a word counts "
+        "once however often a row repeats it).",
+    )
+    text_search_bm25_b: float = Field(
+        default=0.75,
+        ge=0,
+        le=1,
+        description="BM25's length normalisation for the text leg (0: none, 1: full): a "
+        "long row's matches weigh less than a short row's.",
+    )
+    search_max_query_words: int = Field(
+        default=128,
+        ge=8,
+        le=2000,
+        description="A search query (search, context, insightSearch, similarEpisodes) with "
+        "more distinct words than this is refused with BAD_USER_INPUT: the text leg's work "
+        "grows with them.",
+    )
+    vector_exact_max_rows: int = Field(
+        default=5000,
+        ge=0,
+        description="A namespace with at most this many rows in a layer is searched exactly "
+        "(every distance, no index): its hits never depend on other tenants' rows. A larger "
+        "one walks the shared HNSW index, and is searched exactly when the walk comes back "
+        "short.",
     )
     embedding_max_chars: int = Field(
         default=16_000, ge=100, description="Longer texts are truncated before embedding."

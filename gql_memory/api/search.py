@@ -68,7 +68,9 @@ class SearchHit:
     )
     vector_score: float | None = strawberry.field(description="1 - cosine distance.")
     text_score: float | None = strawberry.field(
-        description="Query lexemes matched (coverage) + cover density (ts_rank_cd)."
+        description="BM25 score of the full-text leg: each query lexeme the hit contains, "
+        "weighted by its rarity in the namespace, saturated by repetition and normalised by "
+        "the hit's length."
     )
     fusion: Fusion = strawberry.field(description="The fusion that computed fusedScore.")
     fused_score: float = strawberry.field(

@@ -20,7 +20,8 @@ from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.validation import require_id, require_text
+from gql_memory.memory.nearest import nearest_ctes
+from gql_memory.memory.validation import require_id, require_query, require_text
 from gql_memory.memory.validity import (
     close_facts,
     require_as_of,
@@ -52,18 +53,20 @@ _COLUMNS = (*_STORED, supersedes_column(episodes))
 
 
 def similar_sql(as_of: datetime | None) -> str:
-    """Nearest valid episodes, ordered by the distance operator itself, so PostgreSQL can
-    walk the HNSW index (the validity test filters during the index scan)."""
+    """Nearest valid episodes (memory/nearest.py: exact in a small namespace, the HNSW index
+    in a large one, never short because of other tenants), nearest first."""
+    nearest = nearest_ctes(
+        "nearest", "episodes", valid_sql("t", as_of is not None), vector=":q", limit=":k"
+    )
     return f"""
+WITH {nearest}
 SELECT e.id, e.query, e.reward, e.reflection, e.created_at, e.valid_from, e.valid_to,
        e.superseded_by,
        (SELECT array_agg(p.id ORDER BY p.id) FROM episodes p
         WHERE p.namespace = e.namespace AND p.superseded_by = e.id) AS supersedes,
-       1 - (e.embedding <=> CAST(:q AS vector)) AS similarity
-FROM episodes e
-WHERE e.namespace = :ns AND {valid_sql("e", as_of is not None)}
-ORDER BY e.embedding <=> CAST(:q AS vector)
-LIMIT :k
+       1 - n.distance AS similarity
+FROM nearest n JOIN episodes e ON e.namespace = :ns AND e.id = n.id
+ORDER BY n.distance, n.id
 """
 
 
@@ -214,7 +217,7 @@ class Episodes:
     ) -> list[EpisodeHit]:
         """The top_k nearest episodes valid now (HNSW) whose similarity is at least
         min_similarity."""
-        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        query = require_query(query, self.settings.search_max_query_words)
         min_similarity = require_similarity(min_similarity)
         top_k = require_top_k(top_k)
         as_of = require_as_of(as_of)
@@ -228,6 +231,7 @@ class Episodes:
                         "ns": self.namespace,
                         "k": top_k,
                         "as_of": as_of,
+                        "exact_rows": self.settings.vector_exact_max_rows,
                     },
                 )
             ).all()

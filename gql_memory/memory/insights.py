@@ -13,7 +13,7 @@ from sqlalchemy import Row, and_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import MAX_QUERY_CHARS, TSV_MAX_CHARS, Settings
+from gql_memory.config import TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import insights, raw_dialogue
@@ -22,6 +22,7 @@ from gql_memory.errors import ValidationError
 from gql_memory.memory.autograph import link_insights
 from gql_memory.memory.erasure import delete_row, forget_auto_nodes
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
+from gql_memory.memory.nearest import nearest_ctes
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
 from gql_memory.memory.redaction import redact, redact_json
@@ -29,6 +30,7 @@ from gql_memory.memory.validation import (
     require_id,
     require_json_object,
     require_page_size,
+    require_query,
     require_text,
 )
 from gql_memory.memory.validity import (
@@ -42,7 +44,6 @@ from gql_memory.memory.validity import (
 from gql_memory.memory.vectors import load_embeddings, require_top_k, vector_literal
 
 MAX_SOURCE_IDS = 1000
-# Ordered by the distance operator itself, so PostgreSQL can walk the HNSW index.
 # The facts an insight superseded, newest link first (the reverse of superseded_by).
 SUPERSEDES_SQL = (
     "(SELECT array_agg(p.id ORDER BY p.id) FROM insights p "
@@ -51,16 +52,18 @@ SUPERSEDES_SQL = (
 
 
 def search_sql(as_of: datetime | None) -> str:
-    """Nearest valid insights, ordered by the distance operator itself, so PostgreSQL can
-    walk the HNSW index (the validity test filters during the index scan)."""
+    """Nearest valid insights (memory/nearest.py: exact in a small namespace, the HNSW index
+    in a large one, never short because of other tenants), nearest first."""
+    nearest = nearest_ctes(
+        "nearest", "insights", valid_sql("t", as_of is not None), vector=":q", limit=":k"
+    )
     return f"""
+WITH {nearest}
 SELECT i.id, i.content, i.source_ids, i.metadata, i.created_at, i.valid_from, i.valid_to,
        i.superseded_by, {SUPERSEDES_SQL} AS supersedes,
-       1 - (i.embedding <=> CAST(:q AS vector)) AS score
-FROM insights i
-WHERE i.namespace = :ns AND {valid_sql("i", as_of is not None)}
-ORDER BY i.embedding <=> CAST(:q AS vector)
-LIMIT :k
+       1 - n.distance AS score
+FROM nearest n JOIN insights i ON i.namespace = :ns AND i.id = n.id
+ORDER BY n.distance, n.id
 """
 
 
@@ -355,7 +358,7 @@ class Insights:
     ) -> builtins.list[InsightHit]:
         """Nearest insights by cosine distance (HNSW); score = 1 - cosine distance. Only the
         insights valid now, or at ``as_of``."""
-        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        query = require_query(query, self.settings.search_max_query_words)
         top_k = require_top_k(top_k)
         as_of = require_as_of(as_of)
         [vector] = await self.embedder.embed([query], role=TextRole.QUERY)
@@ -368,12 +371,17 @@ class Insights:
             rows = (
                 await conn.execute(
                     text(search_sql(as_of)).columns(metadata=JSONB),
-                    {"q": vector, "ns": self.namespace, "k": top_k + 1, "as_of": as_of},
+                    {
+                        "q": vector,
+                        "ns": self.namespace,
+                        "k": top_k + 1,
+                        "as_of": as_of,
+                        "exact_rows": self.settings.vector_exact_max_rows,
+                    },
                 )
             ).all()
         hits = [InsightHit(Insight.from_row(r), float(r.score)) for r in rows if r.id != exclude]
-        # relaxed-order iterative index scans may return near-ties out of order
-        return sorted(hits, key=lambda h: -h.score)[:top_k]
+        return hits[:top_k]
 
     async def possible_contradictions(
         self, insight_id: Any, limit: int = 5

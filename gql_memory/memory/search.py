@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import TextClause, text
 
-from gql_memory.config import MAX_QUERY_CHARS, Settings
+from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
@@ -33,11 +33,14 @@ from gql_memory.memory.search_sql import (
     graph_sql,
     legs_sql,
 )
-from gql_memory.memory.validation import require_session_id, require_text
+from gql_memory.memory.validation import require_query, require_session_id
 from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
+# The text leg counts a namespace's rows up to this many times its budget (an index-only scan
+# of the primary key): enough to tell which query words have posting lists too long to read.
+SIZE_COUNT_FACTOR = 20
 _LAYER = {layer.value: layer for layer in MemoryLayer}  # a row's layer name: its member
 # The search's vocabulary, importable from here by the API, the library and tests.
 __all__ = ["Fusion", "HybridSearch", "MemoryLayer", "SearchHit", "SearchWeights"]
@@ -168,7 +171,7 @@ class HybridSearch:
         then): superseded insights and episodes are hidden unless the instant is theirs.
         ``since`` / ``until`` limit hits to a period: raw turns that happened in it (their
         timestamp), facts valid during some of it."""
-        query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        query = require_query(query, self.settings.search_max_query_words)
         as_of = require_as_of(as_of)
         since, until = require_period(since, until)
         when = When(as_of is not None, since is not None, until is not None)
@@ -214,8 +217,11 @@ class HybridSearch:
                     "tsconfig": self.settings.text_search_config,
                     "vector": vector,
                     "n": max(top_k * 4, MIN_CANDIDATES),
-                    "rerank": 4 * max(top_k * 4, MIN_CANDIDATES),
                     "max_matches": self.settings.text_search_max_matches,
+                    "count_cap": SIZE_COUNT_FACTOR * self.settings.text_search_max_matches,
+                    "bm25_k1": self.settings.text_search_bm25_k1,
+                    "bm25_b": self.settings.text_search_bm25_b,
+                    "exact_rows": self.settings.vector_exact_max_rows,
                     **moments,
                 },
             )

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gql_memory.memory.decay import ATTENTION_SQL
+from gql_memory.memory.nearest import nearest_ctes
 from gql_memory.memory.validity import valid_sql
 
 
@@ -26,7 +27,7 @@ class _Layer:
     content: str  # SQL expression of the text shown for a hit
     session: str  # SQL expression of the session id (or NULL)
     node_column: str  # nodes.<column> that ties a node to a row of this layer
-    extra_where: str = ""
+    extra_where: str = ""  # more conditions on the vector leg's rows (alias t)
     facts: bool = True  # rows have a validity interval (raw turns are events: they don't)
 
     def valid(self, alias: str, when: When | bool) -> str:
@@ -68,157 +69,159 @@ LAYERS: dict[MemoryLayer, _Layer] = {
         "speaker || ': ' || content",
         "session_id",
         "raw_id",
-        " AND embedding IS NOT NULL",
+        " AND t.embedding IS NOT NULL",
         facts=False,
     ),
 }
 
-# The query's lexemes, normalised by the configured text-search configuration.
-QUERY_CTE = """
-query_lexemes AS (
-    SELECT DISTINCT l AS lexeme
+# The query's lexemes, normalised by the configured text-search configuration: each as a
+# tsquery (quoted, so it is taken as it is: no second normalisation), all of them as an array
+# and as one OR-ed tsquery.
+_QUOTED = r"'''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''"
+QUERY_CTE = f"""
+query_lexemes AS MATERIALIZED (
+    SELECT DISTINCT l AS lexeme, CAST({_QUOTED} AS tsquery) AS q, {_QUOTED} AS quoted
     FROM unnest(tsvector_to_array(to_tsvector(CAST(:tsconfig AS regconfig), :query))) l
+),
+query_terms AS MATERIALIZED (
+    SELECT array_agg(lexeme) AS lexemes, CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme
+    FROM query_lexemes
 )"""
-# A lexeme as tsquery text: quoted, so it is taken as it is (no second normalisation).
-_QUOTED = r"'''' || replace(replace(ql.lexeme, '\', '\\'), '''', '''''') || ''''"
+
+
+def _query_words(tsv: str) -> str:
+    """The query lexemes ``tsv`` contains, with their positions: every lexeme set to weight
+    D, the query's to A, then only the A ones kept (two passes in C, whatever the length)."""
+    return f"ts_filter(setweight(setweight({tsv}, 'D'), 'A', qt.lexemes), '{{a}}')"
 
 
 def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
-    """The steps of one layer's text leg (see ``text_leg``).
+    """The steps of one layer's text leg (see ``text_leg``); every statistic comes from the
+    namespace's own rows.
 
-    ``stats``: PostgreSQL's own statistics of the tsvector column (pg_stats.most_common_elems,
-    kept fresh by autovacuum's ANALYZE; read through gql_memory_lexeme_stats of migration 0007,
-    because pg_stats hides the statistics of tables under row-level security from their
-    readers) and the table's row count. ``lexemes``: each query lexeme as a tsquery.
-    ``ranked``: the lexemes with the estimated length of their posting lists, numbered rarest
-    first (a lexeme the statistics do not list is rarer than any they do). ``walk``: the
-    lexemes that find candidates — the rarest always, then every one whose posting list is
-    no longer than the budget — each with the OR of the ones before it, so that a row is
-    found once, through its rarest lexeme.
-    ``small``: whether the namespace has no more rows than the budget. ``candidates``: the
-    rows of a small namespace that contain any query lexeme (the statistics are not read
-    then), else the rows of the walk's lexemes in rarity order, until the budget is spent.
-    ``best``: the best :rerank candidates by coverage.
+    ``size``: the namespace's rows, counted up to :count_cap. ``sample``: the rows the
+    statistics come from: all of them when there are at most :max_matches, else the newest
+    :max_matches (their length, their query lexemes, whether the search sees them).
+    ``corpus``: how many rows the sample holds and their mean length. ``weights``: each query
+    lexeme's document frequency in the sample and its BM25 idf. A small namespace is ranked
+    whole: its candidates are the sample's visible rows with a query lexeme. In a larger one
+    ``walk`` finds candidates through the rarest lexemes first: the rarest always, then every
+    one whose estimated posting list is no longer than the budget, each with the OR of the
+    ones before it (a row is found once, through its rarest lexeme), until :max_matches rows.
     """
     table = LAYERS[layer].table
     valid = LAYERS[layer].valid("t", when)
     name = layer.value.lower()
-    frequency = "coalesce(st.freqs[array_position(st.elems, lx.lexeme)], 0)"
+    small = f"(SELECT n FROM size_{name}) <= :max_matches"
     return f"""
-stats_{name} AS MATERIALIZED (
-    -- reltuples is -1 until the table was first analyzed: then every lexeme is walked
-    SELECT st.elems, st.freqs, greatest(c.reltuples, 0) AS table_rows
-    FROM pg_class c LEFT JOIN gql_memory_lexeme_stats('{table}') st ON true
-    WHERE c.oid = CAST('{table}' AS regclass)
+size_{name} AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE namespace = :ns LIMIT :count_cap) x
 ),
-lexemes_{name} AS MATERIALIZED (
-    SELECT ql.lexeme, CAST({_QUOTED} AS tsquery) AS q, {_QUOTED} AS quoted
-    FROM query_lexemes ql
+sample_{name} AS MATERIALIZED (
+    SELECT t.id, t.content_tsv AS tsv, length(t.content_tsv) AS len, {valid} AS visible
+    FROM {table} t WHERE t.namespace = :ns
+    ORDER BY t.id DESC LIMIT :max_matches
 ),
-ranked_{name} AS MATERIALIZED (
-    SELECT lx.q, lx.quoted, {frequency} * st.table_rows AS postings,
-           row_number() OVER (ORDER BY {frequency}, lx.lexeme) AS rarity
-    FROM lexemes_{name} lx LEFT JOIN stats_{name} st ON true
+corpus_{name} AS MATERIALIZED (
+    SELECT count(*) AS docs, greatest(CAST(avg(len) AS float8), 1) AS avg_len FROM sample_{name}
+),
+sample_terms_{name} AS MATERIALIZED (
+    SELECT s.id, s.len, s.visible, u.lexeme, greatest(cardinality(u.positions), 1) AS tf
+    FROM sample_{name} s CROSS JOIN query_terms qt
+    CROSS JOIN LATERAL unnest({_query_words("s.tsv")}) u
+    WHERE s.tsv @@ qt.any_lexeme
+),
+weights_{name} AS MATERIALIZED (
+    SELECT ql.lexeme, ql.q, ql.quoted, count(st.id) AS df,
+           ln(1 + (c.docs - count(st.id) + 0.5) / (CAST(count(st.id) AS float8) + 0.5)) AS idf,
+           row_number() OVER (ORDER BY count(st.id), ql.lexeme) AS rarity
+    FROM query_lexemes ql CROSS JOIN corpus_{name} c
+    LEFT JOIN sample_terms_{name} st ON st.lexeme = ql.lexeme
+    GROUP BY ql.lexeme, ql.q, ql.quoted, c.docs
 ),
 walk_{name} AS MATERIALIZED (
-    SELECT lx.q,
-           (SELECT CAST(string_agg(r.quoted, ' | ') AS tsquery) FROM ranked_{name} r
-            WHERE r.rarity < lx.rarity) AS rarer
-    FROM ranked_{name} lx
-    WHERE lx.rarity = 1 OR lx.postings <= :max_matches
-    ORDER BY lx.rarity
-),
-match_{name} AS MATERIALIZED (
-    SELECT array_agg(lexeme) AS lexemes,
-           CAST(string_agg(quoted, ' | ') AS tsquery) AS any_lexeme
-    FROM lexemes_{name}
-),
-small_{name} AS MATERIALIZED (
-    SELECT count(*) <= :max_matches AS small
-    FROM (SELECT 1 FROM {table} WHERE namespace = :ns LIMIT :max_matches + 1) x
+    SELECT w.q, w.rarity,
+           (SELECT CAST(string_agg(p.quoted, ' | ') AS tsquery) FROM weights_{name} p
+            WHERE p.rarity < w.rarity) AS rarer
+    FROM weights_{name} w, corpus_{name} c
+    WHERE NOT {small}
+      AND (w.rarity = 1 OR w.df * (SELECT n FROM size_{name}) <= :max_matches * c.docs)
 ),
 candidates_{name} AS MATERIALIZED (
-    -- the walk reads its lexemes in the order it lists them and stops at the budget
-    (SELECT found.id, found.content_tsv
-     FROM walk_{name} w
-     CROSS JOIN LATERAL (
-         SELECT t.id, t.content_tsv FROM {table} t
-         WHERE t.namespace = :ns AND t.content_tsv @@ w.q
-           AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer) AND {valid}
-     ) found
-     WHERE NOT (SELECT small FROM small_{name})
-     LIMIT :max_matches)
-    UNION ALL
-    SELECT t.id, t.content_tsv FROM {table} t
-    WHERE (SELECT small FROM small_{name}) AND t.namespace = :ns AND {valid}
-      AND t.content_tsv @@ (SELECT any_lexeme FROM match_{name})
+    -- the walk reads its lexemes rarest first, each one's rows newest first (the same rows
+    -- whatever plan PostgreSQL picks), and stops at the budget
+    SELECT found.id, found.content_tsv AS tsv
+    FROM (SELECT * FROM walk_{name} ORDER BY rarity) w
+    CROSS JOIN LATERAL (
+        SELECT t.id, t.content_tsv FROM {table} t
+        WHERE t.namespace = :ns AND t.content_tsv @@ w.q
+          AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer) AND {valid}
+        ORDER BY t.id DESC
+        LIMIT :max_matches
+    ) found
+    LIMIT :max_matches
 ),
-best_{name} AS MATERIALIZED (
-    -- coverage: the distinct query lexemes a row contains, i.e. those ts_delete removes
-    SELECT c.id, c.content_tsv,
-           length(c.content_tsv) - length(ts_delete(c.content_tsv, mt.lexemes)) AS coverage
-    FROM candidates_{name} c, match_{name} mt
-    ORDER BY coverage DESC, c.id DESC
-    LIMIT :rerank
+terms_{name} AS MATERIALIZED (
+    SELECT id, len, lexeme, tf FROM sample_terms_{name} WHERE visible AND {small}
+    UNION ALL
+    SELECT c.id, length(c.tsv), u.lexeme, greatest(cardinality(u.positions), 1)
+    FROM candidates_{name} c CROSS JOIN query_terms qt
+    CROSS JOIN LATERAL unnest({_query_words("c.tsv")}) u
 )"""
 
 
-def vector_leg(layer: MemoryLayer, when: When | bool = False) -> str:
-    """The nearest rows valid now (or at :as_of); the validity test filters during the HNSW
-    index scan (iterative scans go on until enough rows pass)."""
+def vector_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
+    """The nearest rows valid now (or at :as_of), found as memory/nearest.py finds them:
+    exactly in a small namespace, through the shared HNSW index in a large one."""
     spec = LAYERS[layer]
+    conditions = spec.valid("t", when) + spec.extra_where
+    return nearest_ctes(f"nearest_{layer.value.lower()}", spec.table, conditions)
+
+
+def vector_leg(layer: MemoryLayer) -> str:
+    """The vector leg's rows of ``layer``, nearest first (ties by id)."""
+    name = layer.value.lower()
     return f"""
-    (SELECT '{layer.value}' AS layer, 'vector' AS leg, id,
-            1 - (embedding <=> CAST(:vector AS vector)) AS score
-     FROM {spec.table}
-     WHERE namespace = :ns{spec.extra_where} AND {spec.valid(spec.table, when)}
-     ORDER BY embedding <=> CAST(:vector AS vector)
-     LIMIT :n)"""
+    (SELECT '{layer.value}' AS layer, 'vector' AS leg, id, 1 - distance AS score
+     FROM nearest_{name} ORDER BY distance, id)"""
 
 
 def text_leg(layer: MemoryLayer) -> str:
-    """Rows containing any query lexeme (OR semantics), ranked by coverage — how many distinct
-    query lexemes a row contains — then cover density (ts_rank_cd, normalised to 0..1).
+    """Rows containing any query lexeme (OR semantics), ranked by BM25: each lexeme weighs by
+    its rarity in the namespace (idf, from the namespace's own rows: another tenant's words
+    never change it), saturated by how often the row repeats it (k1) and normalised by the
+    row's length against the namespace's mean (b), so that one rare word in a short turn
+    outweighs three common ones scattered through a long answer.
 
-    Ranking reads every candidate row, so at most :max_matches rows are ranked. A namespace
-    that small is ranked whole. In a larger one, the candidates are the rows found through
-    the rarest query lexemes, until the budget is spent: term-at-a-time retrieval with a
-    limited number of accumulators, most informative terms first (Moffat & Zobel's "continue"
-    strategy). A lexeme whose posting list alone is longer than the budget finds no rows
-    (reading it would cost its whole list for an arbitrary sample) unless it is the query's
-    rarest; like every lexeme it still counts in each candidate's coverage and cover density,
-    as low-impact terms in BM25/WAND engines only re-rank what the others found. Statistics
-    choose which rows are ranked, never a row's score.
-
-    ts_rank_cd is the costly part. A row's score lies in [coverage, coverage + 1), so only
-    rows whose coverage reaches that of the :n-th best can be among the :n best: it scores
-    only those. And its cost grows with the size of the query, while the words of an OR
-    query that a row lacks never start nor end a cover: it ranks each row against the query
-    words the row contains, the same number for a fraction of the work.
+    Ranking reads every candidate row, so at most :max_matches rows are ranked: a namespace
+    that small whole, a larger one through its rarest lexemes first (term-at-a-time retrieval
+    with a bounded number of accumulators, most informative terms first: Moffat & Zobel's
+    "continue" strategy), its statistics from its newest :max_matches rows. A frequent lexeme
+    that finds no rows of its own still scores in every candidate that has it.
     """
     name = layer.value.lower()
     return f"""
-    (SELECT '{layer.value}' AS layer, 'text' AS leg, b.id,
-            b.coverage + ts_rank_cd(
-                b.content_tsv,
-                (SELECT CAST(string_agg(lx.quoted, ' | ') AS tsquery) FROM lexemes_{name} lx
-                 WHERE b.content_tsv @@ lx.q),
-                32) AS score
-     FROM best_{name} b
-     WHERE b.coverage > 0
-       AND b.coverage >= (SELECT min(coverage) FROM (SELECT coverage FROM best_{name}
-                                                     ORDER BY coverage DESC LIMIT :n) top_n)
-     ORDER BY score DESC, b.id DESC
+    (SELECT '{layer.value}' AS layer, 'text' AS leg, tm.id,
+            -- rounded: rows of equal terms and length tie, whatever order the sum took
+            round(CAST(sum(w.idf * tm.tf * (p.k1 + 1)
+                           / (tm.tf + p.k1 * (1 - p.b + p.b * tm.len / c.avg_len)))
+                       AS numeric), 9) AS score
+     FROM terms_{name} tm JOIN weights_{name} w ON w.lexeme = tm.lexeme
+     CROSS JOIN corpus_{name} c
+     CROSS JOIN (SELECT CAST(:bm25_k1 AS float8) AS k1, CAST(:bm25_b AS float8) AS b) p
+     GROUP BY tm.id
+     ORDER BY score DESC, tm.id DESC
      LIMIT :n)"""
 
 
 def legs_sql(layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool) -> str:
     """Every leg of every layer in one statement: the vector leg with a query vector, the
     text leg when its weight is not 0; rows of each leg in rank order."""
-    legs, ctes = [], [QUERY_CTE]
+    legs, ctes = [], [QUERY_CTE] if text else []
     for layer in layers:
         if vector:
-            legs.append(vector_leg(layer, when))
+            legs.append(vector_leg(layer))
+            ctes.append(vector_ctes(layer, when))
         if text:
             legs.append(text_leg(layer))
             ctes.append(text_ctes(layer, when))

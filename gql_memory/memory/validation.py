@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from gql_memory.config import MAX_QUERY_CHARS
 from gql_memory.errors import ValidationError
 
 MAX_JSON_DEPTH = 32
@@ -57,6 +58,23 @@ def require_text(value: Any, field: str, *, max_length: int | None = None) -> st
     if max_length is not None and len(value) > max_length:
         raise ValidationError(f"{field} must be at most {max_length} characters")
     return check_storable(value, field)
+
+
+# A word as the query-size limit counts it: what a text-search parser splits at least.
+_WORD = re.compile(r"\w+")
+
+
+def require_query(value: Any, max_words: int) -> str:
+    """A search query: text of at most MAX_QUERY_CHARS characters and ``max_words`` distinct
+    words (the text leg's work grows with them; GQL_MEMORY_SEARCH_MAX_QUERY_WORDS)."""
+    query = require_text(value, "query", max_length=MAX_QUERY_CHARS)
+    words = len({word.casefold() for word in _WORD.findall(query)})
+    if words > max_words:
+        raise ValidationError(
+            f"query has {words} distinct words; at most {max_words} are searched "
+            "(GQL_MEMORY_SEARCH_MAX_QUERY_WORDS): ask with the words that matter"
+        )
+    return query
 
 
 def require_session_id(value: Any) -> str:

@@ -50,3 +50,31 @@ async def test_fragments_that_spread_each_other_are_measured_once(api: LiveServe
         "/graphql", json={"query": "{ nodes(first: 1) { edges { node { ...F0 } } } } " + fragments}
     )
     assert response.json()["extensions"]["cost"]["requested"] == 1 + 1 * 3
+
+
+SEARCH = "query($q: String!) { search(query: $q, topK: 1) { id } }"
+
+
+async def test_query_words_are_charged(api: LiveServer) -> None:
+    """A search's cost grows with the distinct words of its query (1 per 4), read from the
+    value sent whether it came as a variable or inline; repeated words count once."""
+    costs = {}
+    for words in (4, 40, 120):
+        query = " ".join(f"word{i}" for i in range(words)) + " word0 word1"
+        response = await api.client.post(
+            "/graphql", json={"query": SEARCH, "variables": {"q": query}}
+        )
+        costs[words] = response.json()["extensions"]["cost"]["requested"]
+    assert costs[40] - costs[4] == 9 and costs[120] - costs[40] == 20
+    inline = await api.client.post(
+        "/graphql", json={"query": '{ search(query: "a b c d e f g h i", topK: 1) { id } }'}
+    )
+    assert inline.json()["extensions"]["cost"]["requested"] == costs[4] + 2
+
+
+async def test_a_query_of_too_many_words_is_refused_before_any_search(api: LiveServer) -> None:
+    query = " ".join(f"w{i}" for i in range(1500))  # 7,389 characters, like the issue's
+    body = await api.client.post("/graphql", json={"query": SEARCH, "variables": {"q": query}})
+    error = body.json()["errors"][0]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert error["message"].startswith("query has 1500 distinct words; at most 128 are searched")

@@ -108,13 +108,13 @@ async def test_search_uses_the_hnsw_index_now_and_as_of(memory: Memory) -> None:
     moment = datetime.now(UTC)
     for as_of in (None, moment):
         async with memory.db.read() as conn:
-            # Below ~4,000 rows a sequential scan is cheaper and the planner rightly picks it;
-            # at 5,000 it picks the HNSW index on its own (no planner settings forced here).
+            # a namespace above GQL_MEMORY_VECTOR_EXACT_MAX_ROWS walks the index (below, it is
+            # searched exactly: tests/memory/test_tenant_independence.py)
             plan = "\n".join(
                 (
                     await conn.execute(
                         text("EXPLAIN " + search_sql(as_of)),
-                        {"q": query, "ns": "default", "k": 5, "as_of": as_of},
+                        {"q": query, "ns": "default", "k": 5, "as_of": as_of, "exact_rows": 1000},
                     )
                 ).scalars()
             )

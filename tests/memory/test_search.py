@@ -387,11 +387,11 @@ def plan_nodes(plan: dict) -> list[dict]:
     return nodes
 
 
-async def test_a_small_namespace_ranks_only_rows_with_a_query_word_and_reads_no_statistics(
+async def test_a_small_namespace_is_ranked_whole_without_walking(
     memory: Memory, settings: Settings
 ) -> None:
-    """Below the budget the text leg takes the rows that contain any query lexeme straight
-    from the namespace; the lexeme statistics are for choosing among too many (not read)."""
+    """Below the budget the text leg ranks the rows that contain any query lexeme, straight
+    from the namespace's rows; the walk through rare lexemes is for too many (not run)."""
     for i in range(30):
         await memory.raw.store("s", "user", f"turn {i} about {'tea' if i % 3 == 0 else 'coffee'}")
     statement = legs_sql([MemoryLayer.RAW], When(False, False, False), vector=False, text=True)
@@ -401,8 +401,11 @@ async def test_a_small_namespace_ranks_only_rows_with_a_query_word_and_reads_no_
         "tsconfig": settings.text_search_config,
         "vector": None,
         "n": 40,
-        "rerank": 160,
         "max_matches": settings.text_search_max_matches,
+        "count_cap": 20 * settings.text_search_max_matches,
+        "bm25_k1": settings.text_search_bm25_k1,
+        "bm25_b": settings.text_search_bm25_b,
+        "exact_rows": settings.vector_exact_max_rows,
         "as_of": None,
         "since": None,
         "until": None,
@@ -414,6 +417,6 @@ async def test_a_small_namespace_ranks_only_rows_with_a_query_word_and_reads_no_
         hits = (await conn.execute(sql(statement), params)).all()
     nodes = plan_nodes(json.loads(found)[0]["Plan"] if isinstance(found, str) else found[0]["Plan"])
     by_name = {n["Subplan Name"]: n for n in nodes if "Subplan Name" in n}
-    assert by_name["CTE candidates_raw"]["Actual Rows"] == 10  # the tea turns, not all 30
-    assert by_name["CTE stats_raw"]["Actual Loops"] == 0
+    assert by_name["CTE sample_terms_raw"]["Actual Rows"] == 10  # the tea turns, not all 30
+    assert by_name["CTE candidates_raw"]["Actual Rows"] == 0  # no walk
     assert len(hits) == 10 and all(h.leg == "text" for h in hits)

@@ -10,6 +10,9 @@ tens of millions of objects. Cost counts the objects a query can return:
   of GQL_MEMORY_DEFAULT_PAGE_SIZE), and a list without such an argument by the default page
   size too, except the `edges` list inside a connection, which its `first` already counted;
 - a field with a token budget (`context(maxTokens)`) costs 1 per 5 tokens of it;
+- a root field with a `query` (search, context, insightSearch, similarEpisodes) costs 1 more
+  per 4 distinct words of it: the text leg's work grows with them (and more words than
+  GQL_MEMORY_SEARCH_MAX_QUERY_WORDS are refused by the search itself);
 - fields GraphQL merges (the same response key, through fragments or repeated) count once, at
   their most expensive occurrence; a fragment is measured once, whatever spreads it (linear
   time: fragments that spread each other twice do not make 2^n paths).
@@ -20,6 +23,7 @@ and the limit; every response reports `extensions.cost` ({requested, limit}).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -36,6 +40,7 @@ from graphql import (
     IntValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    StringValueNode,
     VariableNode,
     get_named_type,
 )
@@ -207,6 +212,54 @@ def operation_cost(
     return walk.selection_set(root, operation.selection_set)
 
 
+QUERY_ARGUMENT = "query"
+WORDS_PER_UNIT = 4
+_WORD = re.compile(r"\w+")
+
+
+def query_words_cost(
+    document: Any, operation_name: str | None, variables: Mapping[str, Any] | None
+) -> int:
+    """One unit per WORDS_PER_UNIT distinct words of each root field's ``query`` argument.
+    Counted apart from ``cached_operation_cost``: that cache is keyed by the values of the
+    variables its walk reads, and a query's text must never become such a key."""
+    variables = variables or {}
+    fragments = {
+        d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+    }
+    operations = [
+        d
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+        and (operation_name is None or (d.name and d.name.value == operation_name))
+    ]
+    if not operations:
+        return 0
+    units, pending, seen = 0, [operations[0].selection_set], set()
+    while pending:  # root fields, through fragments spread at the root (each read once)
+        for selection in pending.pop().selections:
+            if isinstance(selection, InlineFragmentNode):
+                pending.append(selection.selection_set)
+            elif isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                if name in fragments and name not in seen:
+                    seen.add(name)
+                    pending.append(fragments[name].selection_set)
+            elif isinstance(selection, FieldNode):
+                for argument in selection.arguments or ():
+                    if argument.name.value != QUERY_ARGUMENT:
+                        continue
+                    value: Any = argument.value
+                    if isinstance(value, VariableNode):
+                        value = variables.get(value.name.value)
+                    elif isinstance(value, StringValueNode):
+                        value = value.value
+                    if isinstance(value, str):
+                        words = len({w.casefold() for w in _WORD.findall(value)})
+                        units += -(-words // WORDS_PER_UNIT)
+    return units
+
+
 class _ReadVariables(dict[str, Any]):
     """The variables, noting which of them the cost walk reads (it reads them with get)."""
 
@@ -283,6 +336,10 @@ class QueryCost(SchemaExtension):
                 execution.variables,
                 self.page_size,
                 self.capacity,
+            ) + query_words_cost(
+                document,
+                getattr(execution, "_provided_operation_name", None),
+                execution.variables,
             )
             if self.cost > self.limit:
                 raise ValidationError(
