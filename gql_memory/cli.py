@@ -273,6 +273,7 @@ def reembed(
                     batch_size=batch_size,
                     embed_all_raw=settings.embed_raw_dialogue,
                     raw_context=settings.embed_raw_context,
+                    raw_context_tokens=settings.embed_raw_context_tokens,
                     restart=restart,
                     exclusive=True,
                     progress=progress,

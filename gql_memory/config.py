@@ -71,6 +71,15 @@ MAX_QUERY_CHARS = 10_000
 # limit "date ranges <= 1 year").
 MAX_DATE_RANGE_DAYS = 366
 
+# --- embedding windows (docs/embeddings.md) ---------------------------------------------------
+# A text longer than the model's window is embedded in chunks; each repeats this many tokens
+# of the one before it, so a sentence cut by a boundary is whole in one of them.
+EMBEDDING_WINDOW_OVERLAP_TOKENS = 64
+# The window of an embedding server's model when it is not known (e5, bge and gte read 512).
+EMBEDDING_WINDOW_TOKENS = 512
+# The previous turn's share of a raw turn's embedded document, in the model's tokens.
+RAW_CONTEXT_TOKENS = 96
+
 # --- live events (SPEC §4 subscriptions, §6 scale-out) ----------------------------------------
 # Every committed write publishes small events with NOTIFY on this one channel; the namespace
 # travels in the payload (see gql_memory.memory.events for why one channel, not one per tenant).
@@ -376,7 +385,18 @@ class Settings(BaseSettings):
         "short.",
     )
     embedding_max_chars: int = Field(
-        default=16_000, ge=100, description="Longer texts are truncated before embedding."
+        default=100_000,
+        ge=100,
+        description="A longer text is refused (BAD_USER_INPUT) instead of embedded; shorter "
+        "ones are embedded whole, in overlapping windows when longer than the model reads.",
+    )
+    embedding_window_tokens: int = Field(
+        default=EMBEDDING_WINDOW_TOKENS,
+        ge=128,
+        le=1_000_000,
+        description="Tokens the embedding server's model reads in one pass (prefix and "
+        "special tokens included); longer texts are embedded in overlapping chunks. The "
+        "local e5 model counts its own (512).",
     )
 
     # --- pagination -----------------------------------------------------------------------
@@ -652,6 +672,13 @@ class Settings(BaseSettings):
         default=True,
         description="Embed each raw turn together with the turn before it in its session "
         "(contextual document embedding); the stored and returned turn is the turn alone.",
+    )
+    embed_raw_context_tokens: int = Field(
+        default=RAW_CONTEXT_TOKENS,
+        ge=0,
+        le=256,
+        description="The previous turn's share of a raw turn's embedded document: its last "
+        "this many tokens, before the whole turn (0: the turn alone).",
     )
 
     # --- extraction pipeline (SPEC §3.8; seed 002 ADR-004/005/006) -------------------------

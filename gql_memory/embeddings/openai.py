@@ -23,6 +23,7 @@ from tenacity import (
 
 from gql_memory.config import Settings
 from gql_memory.embeddings import Asymmetry, TextRole, Vector
+from gql_memory.embeddings.windows import EstimatedTokens, embed_in_windows
 from gql_memory.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ class EmbeddingDimensionError(ServiceUnavailableError):
 
 
 class OpenAIEmbedder:
-    """Embeddings through the official async client."""
+    """Embeddings through the official async client. Its model's tokenizer is not at hand:
+    tokens are estimated conservatively against GQL_MEMORY_EMBEDDING_WINDOW_TOKENS."""
 
     name = "openai"
 
@@ -51,6 +53,8 @@ class OpenAIEmbedder:
         self.dim = settings.embedding_dim or DEFAULT_OPENAI_DIM
         self.batch_size = settings.embedding_batch_size
         self.max_chars = settings.embedding_max_chars
+        self.tokens = EstimatedTokens(settings.embedding_window_tokens, self.asymmetry)
+        self.window_tokens = self.tokens.window_tokens
         self.attempts = settings.embedding_max_retries + 1
         self.base_delay = settings.embedding_retry_base_delay_s
         # Ask for a dimension only where the model supports shortening (text-embedding-3-*).
@@ -62,11 +66,17 @@ class OpenAIEmbedder:
             max_retries=0,  # tenacity below owns the retry policy
         )
 
+    def count_tokens(self, text: str) -> int:
+        return self.tokens.count_tokens(text)
+
     async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
+        return await embed_in_windows(texts, role, self, self._embed_windows, self.max_chars)
+
+    async def _embed_windows(self, texts: list[str], role: TextRole) -> list[Vector]:
+        """Texts that fit the window, in batches of GQL_MEMORY_EMBEDDING_BATCH_SIZE."""
         vectors: list[Vector] = []
         prefix = self.asymmetry.prefix(role)
-        # Models have an input limit (8191 tokens for OpenAI's); embed the beginning.
-        texts = [prefix + t[: self.max_chars] for t in texts]
+        texts = [prefix + t for t in texts]
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(await self._embed_batch(texts[start : start + self.batch_size], role))
         return vectors

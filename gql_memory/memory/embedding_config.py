@@ -10,13 +10,14 @@ from typing import Any
 from sqlalchemy import Update, func, null, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import LISTENER_APPLICATION_NAME
+from gql_memory.config import LISTENER_APPLICATION_NAME, RAW_CONTEXT_TOKENS
 from gql_memory.db import Database
 from gql_memory.db.clauses import jsonb
 from gql_memory.db.engine import SERVING_APPLICATION_NAME
 from gql_memory.db.indexes import hnsw_index_ddl, hnsw_index_name
 from gql_memory.db.tables import ALL_NAMESPACES, embedding_config
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
+from gql_memory.embeddings.windows import token_counter
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory.raw import turn_document
 from gql_memory.memory.vectors import vector_literal
@@ -164,6 +165,7 @@ async def reembed(
     batch_size: int = 256,
     embed_all_raw: bool = False,
     raw_context: bool = True,
+    raw_context_tokens: int = RAW_CONTEXT_TOKENS,
     restart: bool = False,
     exclusive: bool = False,
     progress: Progress | None = None,
@@ -187,11 +189,13 @@ async def reembed(
     await _begin(db, target, restart)
     if exclusive:
         await refuse_while_in_use(db)
+    # a raw turn's document: the end of the previous turn within this many tokens, then it
+    context_tokens = raw_context_tokens if raw_context else 0
     counts: dict[str, int] = {}
     for table, (source, required) in EMBEDDED_TABLES.items():
         pending = _pending(required or embed_all_raw)
         counts[table] = await _fill_side_column(
-            db, provider, table, source, pending, raw_context, batch_size, progress
+            db, provider, table, source, pending, context_tokens, batch_size, progress
         )
     async with db.write() as conn:
         # rebuilding HNSW indexes over large tables outlasts the per-statement timeout
@@ -202,10 +206,18 @@ async def reembed(
         )
         for table, (source, required) in EMBEDDED_TABLES.items():
             pending = _pending(required or embed_all_raw)
-            previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and raw_context else "NULL"
+            previous = _previous(table, context_tokens)
             for namespace in await _pending_namespaces(conn, table, pending):
                 while caught_up := await _embed_batch(
-                    conn, provider, table, namespace, source, pending, previous, batch_size
+                    conn,
+                    provider,
+                    table,
+                    namespace,
+                    source,
+                    pending,
+                    previous,
+                    context_tokens,
+                    batch_size,
                 ):
                     counts[table] += caught_up
         for table, (_, required) in EMBEDDED_TABLES.items():
@@ -246,6 +258,11 @@ async def _begin(db: Database, target: EmbeddingSignature, restart: bool) -> Non
         await conn.execute(update(embedding_config).values(reembed_target=jsonb(target.as_json())))
 
 
+def _previous(table: str, context_tokens: int) -> str:
+    """The SQL of a row's context: the previous turn of a raw turn's session, or NULL."""
+    return PREVIOUS_TURN_SQL if table == "raw_dialogue" and context_tokens > 0 else "NULL"
+
+
 def _pending(every_row: bool) -> str:
     return "t.embedding_next IS NULL" + ("" if every_row else " AND t.embedding IS NOT NULL")
 
@@ -256,11 +273,11 @@ async def _fill_side_column(
     table: str,
     source: str,
     pending: str,
-    context: bool,
+    context_tokens: int,
     batch_size: int,
     progress: Progress | None,
 ) -> int:
-    previous = PREVIOUS_TURN_SQL if table == "raw_dialogue" and context else "NULL"
+    previous = _previous(table, context_tokens)
     async with db.read() as conn:
         total = (
             await conn.scalar(
@@ -274,7 +291,15 @@ async def _fill_side_column(
         while True:
             async with db.write() as conn:
                 embedded = await _embed_batch(
-                    conn, provider, table, namespace, source, pending, previous, batch_size
+                    conn,
+                    provider,
+                    table,
+                    namespace,
+                    source,
+                    pending,
+                    previous,
+                    context_tokens,
+                    batch_size,
                 )
             if not embedded:
                 break
@@ -301,6 +326,7 @@ async def _embed_batch(
     source: str,
     pending: str,
     previous: str,
+    context_tokens: int,
     batch_size: int,
 ) -> int:
     """Embed one batch of a namespace's pending rows into the side column; how many (0: none
@@ -316,7 +342,8 @@ async def _embed_batch(
     ).all()
     if not rows:
         return 0
-    documents = [turn_document(r.previous, r.body) for r in rows]
+    tokens = token_counter(provider)
+    documents = [turn_document(r.previous, r.body, tokens, context_tokens) for r in rows]
     vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
     await conn.execute(
         text(

@@ -17,6 +17,7 @@ from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
+from gql_memory.embeddings.windows import TokenCounter, ending, token_counter
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.autograph import turn_links
 from gql_memory.memory.decay import decay_rate, delete_threshold
@@ -152,20 +153,21 @@ SELECT * FROM gql_memory_store_turns(
     CAST($19 AS text), CAST($20 AS text))
 """
 
-# Bounds the previous turn's share of a contextual document, so the turn itself is embedded.
-CONTEXT_PREVIOUS_CHARS = 1_000
-
 
 def turn_text(speaker: str, content: str) -> str:
     """A turn as the search shows it: 'speaker: content'."""
     return f"{speaker}: {content}"
 
 
-def turn_document(previous: str | None, current: str) -> str:
-    """The text embedded for a turn: the previous turn of its session (bounded), then it."""
-    if previous is None:
-        return current
-    return f"{previous[:CONTEXT_PREVIOUS_CHARS]}\n{current}"
+def turn_document(
+    previous: str | None, current: str, tokens: TokenCounter, context_tokens: int
+) -> str:
+    """The text embedded for a turn: the end of the previous turn of its session within
+    ``context_tokens`` of the model's tokens (the words closest to this turn), then the
+    whole turn. The context is a budgeted addition, never a reason to cut the turn: a turn
+    longer than the model's window is embedded in overlapping chunks (embeddings.windows)."""
+    context = ending(previous, tokens, context_tokens) if previous else ""
+    return f"{context}\n{current}" if context else current
 
 
 def _log_decayed(namespace: str, decayed: Sequence[int]) -> None:
@@ -289,23 +291,42 @@ class RawDialogueStore:
 
     async def _embed(self, rows: list[dict[str, Any]]) -> list[str | None]:
         """Embeddings for hybrid search, when enabled. The transcript matters more than its
-        vectors: if the provider is down, turns are stored without (reembed fills them)."""
+        vectors: if the provider is down, turns are stored without (reembed fills them), and
+        so is a turn longer than GQL_MEMORY_EMBEDDING_MAX_CHARS (the text leg finds it)."""
         if not self.settings.embed_raw_dialogue or self.embedder is None:
             return [None] * len(rows)
         documents = await self._documents(rows)
+        bound = self.settings.embedding_max_chars
+        embeddable = [i for i, d in enumerate(documents) if len(d) <= bound]
+        if len(embeddable) < len(documents):
+            log.warning(
+                "storing %d turns longer than %d characters without embeddings "
+                "(GQL_MEMORY_EMBEDDING_MAX_CHARS)",
+                len(documents) - len(embeddable),
+                bound,
+            )
+        embeddings: list[str | None] = [None] * len(rows)
+        if not embeddable:
+            return embeddings
         try:
-            vectors = await self.embedder.embed(documents, role=TextRole.DOCUMENT)
+            vectors = await self.embedder.embed(
+                [documents[i] for i in embeddable], role=TextRole.DOCUMENT
+            )
         except ServiceUnavailableError as exc:
             log.warning("storing %d turns without embeddings: %s", len(rows), exc)
-            return [None] * len(rows)
-        return [vector_literal(v) for v in vectors]
+            return embeddings
+        for i, vector in zip(embeddable, vectors, strict=True):
+            embeddings[i] = vector_literal(vector)
+        return embeddings
 
     async def _documents(self, rows: list[dict[str, Any]]) -> list[str]:
         """What is embedded for each turn: the turn after the one before it in its session
         (contextual document embedding: "Yes, it was amazing!" carries its subject), or the
         turn alone when GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
-        if not self.settings.embed_raw_context:
+        budget = self.settings.embed_raw_context_tokens
+        if not self.settings.embed_raw_context or not budget or self.embedder is None:
             return [turn_text(r["speaker"], r["content"]) for r in rows]
+        tokens = token_counter(self.embedder)
         previous: dict[str, str | None] = {}
         firsts: dict[str, datetime | None] = {}
         for r in rows:
@@ -323,7 +344,7 @@ class RawDialogueStore:
         documents = []
         for r in rows:
             current = turn_text(r["speaker"], r["content"])
-            documents.append(turn_document(previous.get(r["session_id"]), current))
+            documents.append(turn_document(previous.get(r["session_id"]), current, tokens, budget))
             previous[r["session_id"]] = current
         return documents
 

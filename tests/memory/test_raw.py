@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
 
 from gql_memory import RawDialogueInput, ValidationError
+from gql_memory.config import Settings
+from gql_memory.db import Database
+from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings.local import E5Embedder
 from gql_memory.memory import Memory
 from gql_memory.memory.raw import parse_date_range
+from gql_memory.memory.vectors import vector_literal
+from tests.conftest import openai_settings, truncate_all
+from tests.fake_openai import FakeOpenAI
 
 
 async def test_store_returns_id_and_utc_timestamp(memory: Memory) -> None:
@@ -172,3 +180,112 @@ async def test_every_stored_turn_is_logged_at_info_without_its_content(
     assert record.levelno == logging.INFO and record.ids == [turn.id]
     assert f"ids {turn.id} (session logged-session)" in record.getMessage()
     assert "secret" not in record.getMessage()
+
+
+class Probe:
+    """An embedder that records what it was asked to embed (``inner`` does the work and
+    counts the tokens)."""
+
+    def __init__(self, inner: EmbeddingProvider) -> None:
+        self.inner = inner
+        self.name, self.model, self.dim = inner.name, inner.model, inner.dim
+        self.asymmetry = inner.asymmetry
+        self.asked: list[str] = []
+
+    async def embed(self, texts: list[str], *, role: TextRole) -> list[Vector]:
+        self.asked += texts
+        return await self.inner.embed(texts, role=role)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def sentences(count: int, seed: int) -> str:
+    words = "harbour lantern meadow violin river stone window garden letter morning".split()
+    return " ".join(
+        f"The {words[(seed + i) % 10]} {words[(seed * 3 + i) % 10]} turned {i} times."
+        for i in range(count)
+    )
+
+
+async def test_a_short_turn_after_a_long_one_is_embedded_whole_with_a_budgeted_context(
+    db: Database, settings: Settings
+) -> None:
+    e5 = E5Embedder(settings.with_overrides(embedding_provider="local"))
+    probe = Probe(e5)
+    memory = Memory(db, settings, embedder=probe)
+    await truncate_all(db)
+    long = sentences(90, 1)  # ~3,200 characters
+    short = "Ottilie keeps the brass compass in the linen drawer, next to the maps."
+    assert len(long) > 3_000
+    await memory.raw.store_many(
+        [RawDialogueInput("s", "assistant", long), RawDialogueInput("s", "user", short)]
+    )
+    document = probe.asked[-1]
+    assert document.endswith(f"user: {short}")
+    context = document.removesuffix(f"\nuser: {short}")
+    budget = settings.embed_raw_context_tokens
+    assert 0 < e5.count_tokens(context) <= budget
+    assert long.endswith(context), "the end of the previous turn, the words closest to this one"
+    assert e5.count_tokens(document) <= e5.window_tokens
+
+
+async def test_a_turn_longer_than_the_window_is_embedded_in_overlapping_chunks(
+    db: Database, settings: Settings, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.reset()
+    memory = Memory(db, openai_settings(settings, fake_openai))
+    await truncate_all(db)
+    long = sentences(180, 2)  # ~6,300 characters
+    assert len(long) > 6_000
+    await memory.raw.store("s", "user", long)
+    [request] = fake_openai.requests
+    sent = request["body"]["input"]
+    assert len(sent) >= 2
+    for before, after in zip(sent, sent[1:], strict=False):
+        assert " ".join(after.split()[:6]) in before, "each chunk repeats the end of the last"
+    every = re.split(r"(?<=\.) ", f"user: {long}")
+    assert all(any(sentence in chunk for chunk in sent) for sentence in every), "none dropped"
+
+
+async def test_too_long_a_turn_is_stored_without_a_vector(memory: Memory) -> None:
+    limited = Memory(memory.db, memory.settings.with_overrides(embedding_max_chars=1_000))
+    stored = await limited.raw.store_many(
+        [RawDialogueInput("s", "user", "word " * 400), RawDialogueInput("s", "user", "short")]
+    )
+    async with memory.db.read() as conn:
+        found = await conn.execute(
+            text("SELECT id, embedding IS NULL AS missing FROM raw_dialogue ORDER BY id")
+        )
+        assert [(r.id, r.missing) for r in found] == [(stored[0].id, True), (stored[1].id, False)]
+
+
+async def test_a_fact_at_the_end_of_a_long_turn_finds_the_turn_by_vector(
+    db: Database, settings: Settings
+) -> None:
+    """With the local e5 model: the end of a 6,000-character turn is in its vector (it was cut
+    off at 4,000 characters before)."""
+    e5 = E5Embedder(settings.with_overrides(embedding_provider="local"))
+    memory = Memory(db, settings, embedder=e5)
+    await truncate_all(db)
+    facts = {
+        "Ottilie keeps the brass compass in the linen drawer.": "Where is Ottilie's compass?",
+        "Leopold parked the red canoe behind the boathouse.": "Where did Leopold leave the canoe?",
+        "Zdenka planted three quince trees by the north wall.": "What trees did Zdenka plant?",
+    }
+    stored = await memory.raw.store_many(
+        [
+            RawDialogueInput(f"s{i}", "assistant", f"{sentences(180, i)} {fact}")
+            for i, fact in enumerate(facts)
+        ]
+    )
+    questions = await e5.embed(list(facts.values()), role=TextRole.QUERY)
+    async with db.read() as conn:
+        for turn, question in zip(stored, questions, strict=True):
+            best = await conn.scalar(
+                text(
+                    "SELECT id FROM raw_dialogue ORDER BY embedding <=> CAST(:q AS vector) LIMIT 1"
+                ),
+                {"q": vector_literal(question)},
+            )
+            assert best == turn.id
