@@ -4,9 +4,9 @@ A model reads at most its window (512 tokens for e5, prefix and special tokens i
 drops or blurs the rest. Here a longer text is split at whitespace into chunks that fit, each
 repeating the last EMBEDDING_WINDOW_OVERLAP_TOKENS of the chunk before it, all chunks go to the
 provider in the same call, and their vectors are pooled into the row's one vector: the
-element-wise max, L2-normalised (a fact anywhere in a long text keeps its say; the mean
-drowns it, docs/embeddings.md). Nothing is dropped, whatever the length; a text longer than
-GQL_MEMORY_EMBEDDING_MAX_CHARS is refused instead.
+element-wise max, L2-normalised (a fact in one chunk keeps more of its say than in the mean:
+42% vs 35% recall@1 of such facts, docs/benchmarks-retrieval.md). Nothing is dropped, whatever
+the length; a text longer than GQL_MEMORY_EMBEDDING_MAX_CHARS is refused instead.
 """
 
 from __future__ import annotations
