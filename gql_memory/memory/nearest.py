@@ -25,31 +25,37 @@ def nearest_ctes(
     *,
     vector: str = ":vector",
     limit: str = ":n",
+    size: str | None = None,
 ) -> str:
-    """Three CTEs (``{name}_size``, ``{name}_index``, ``{name}_exact``) and ``{name}``, the
-    nearest rows. ``conditions`` filter rows of alias ``t`` beyond the namespace (:ns).
+    """The CTEs ``{name}_index`` and ``{name}_exact`` and ``{name}``, the nearest rows.
+    ``conditions`` filter rows of alias ``t`` beyond the namespace (:ns).
 
-    ``{name}_size`` counts the namespace's rows up to :exact_rows + 1 (an index-only scan of
-    the primary key). The index walk runs only above that; the exact scan orders by
+    ``size`` names a CTE with the namespace's row count ``n``, counted at least up to
+    :exact_rows + 1 (an index-only scan of the primary key); without it, ``{name}_size``
+    counts. The index walk runs only above :exact_rows; the exact scan orders by
     ``distance + 0`` so that the planner cannot take the HNSW index for it.
     """
     distance = f"t.embedding <=> CAST({vector} AS vector)"
     where = f"t.namespace = :ns AND {conditions}"
-    return f"""
-{name}_size AS MATERIALIZED (
+    counted = ""
+    if size is None:
+        size = f"{name}_size"
+        counted = f"""
+{size} AS MATERIALIZED (
     SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE namespace = :ns
                                LIMIT :exact_rows + 1) x
-),
+),"""
+    return f"""{counted}
 {name}_index AS MATERIALIZED (
     SELECT t.id, {distance} AS distance FROM {table} t
-    WHERE {where} AND (SELECT n FROM {name}_size) > :exact_rows
+    WHERE {where} AND (SELECT n FROM {size}) > :exact_rows
     ORDER BY {distance}
     LIMIT {limit}
 ),
 {name}_exact AS MATERIALIZED (
     SELECT t.id, {distance} AS distance FROM {table} t
     WHERE {where}
-      AND ((SELECT n FROM {name}_size) <= :exact_rows
+      AND ((SELECT n FROM {size}) <= :exact_rows
            OR (SELECT count(*) FROM {name}_index) < {limit})
     ORDER BY ({distance}) + 0, t.id
     LIMIT {limit}

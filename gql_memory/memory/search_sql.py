@@ -90,16 +90,17 @@ query_terms AS MATERIALIZED (
 
 
 def _query_words(tsv: str) -> str:
-    """The query lexemes ``tsv`` contains, with their positions: every lexeme set to weight
-    D, the query's to A, then only the A ones kept (two passes in C, whatever the length)."""
-    return f"ts_filter(setweight(setweight({tsv}, 'D'), 'A', qt.lexemes), '{{a}}')"
+    """The query lexemes ``tsv`` contains, with their positions: the query's lexemes set to
+    weight A, then only those kept (two passes in C, whatever the length). Every stored
+    tsvector comes from to_tsvector, whose lexemes all have weight D."""
+    return f"ts_filter(setweight({tsv}, 'A', qt.lexemes), '{{a}}')"
 
 
 def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     """The steps of one layer's text leg (see ``text_leg``); every statistic comes from the
     namespace's own rows.
 
-    ``size``: the namespace's rows, counted up to :count_cap. ``sample``: the rows the
+    ``size`` (of legs_sql): the namespace's rows, counted up to :count_cap. ``sample``: the rows the
     statistics come from: all of them when there are at most :max_matches, else the newest
     :max_matches (their length, their query lexemes, whether the search sees them).
     ``corpus``: how many rows the sample holds and their mean length. ``weights``: each query
@@ -112,11 +113,8 @@ def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     table = LAYERS[layer].table
     valid = LAYERS[layer].valid("t", when)
     name = layer.value.lower()
-    small = f"(SELECT n FROM size_{name}) <= :max_matches"
+    small = f"(SELECT n FROM size_{name}) <= :max_matches"  # size: see legs_sql
     return f"""
-size_{name} AS MATERIALIZED (
-    SELECT count(*) AS n FROM (SELECT 1 FROM {table} WHERE namespace = :ns LIMIT :count_cap) x
-),
 sample_{name} AS MATERIALIZED (
     SELECT t.id, t.content_tsv AS tsv, length(t.content_tsv) AS len, {valid} AS visible
     FROM {table} t WHERE t.namespace = :ns
@@ -126,21 +124,32 @@ corpus_{name} AS MATERIALIZED (
     SELECT count(*) AS docs, greatest(CAST(avg(len) AS float8), 1) AS avg_len FROM sample_{name}
 ),
 sample_terms_{name} AS MATERIALIZED (
+    -- a small namespace's rows with their query lexemes: its candidates and its statistics
     SELECT s.id, s.len, s.visible, u.lexeme, greatest(cardinality(u.positions), 1) AS tf
     FROM sample_{name} s CROSS JOIN query_terms qt
     CROSS JOIN LATERAL unnest({_query_words("s.tsv")}) u
-    WHERE s.tsv @@ qt.any_lexeme
+    WHERE {small} AND s.tsv @@ qt.any_lexeme
+),
+frequency_{name} AS MATERIALIZED (
+    SELECT ql.lexeme, count(st.id) AS df
+    FROM query_lexemes ql LEFT JOIN sample_terms_{name} st ON st.lexeme = ql.lexeme
+    WHERE {small}
+    GROUP BY ql.lexeme
+    UNION ALL
+    -- a larger one's sample only counts (its candidates are the walk's)
+    SELECT ql.lexeme, (SELECT count(*) FROM sample_{name} s WHERE s.tsv @@ ql.q)
+    FROM query_lexemes ql
+    WHERE NOT {small}
 ),
 weights_{name} AS MATERIALIZED (
-    SELECT ql.lexeme, ql.q, ql.quoted, count(st.id) AS df,
-           ln(1 + (c.docs - count(st.id) + 0.5) / (CAST(count(st.id) AS float8) + 0.5)) AS idf,
-           row_number() OVER (ORDER BY count(st.id), ql.lexeme) AS rarity
-    FROM query_lexemes ql CROSS JOIN corpus_{name} c
-    LEFT JOIN sample_terms_{name} st ON st.lexeme = ql.lexeme
-    GROUP BY ql.lexeme, ql.q, ql.quoted, c.docs
+    SELECT ql.lexeme, ql.q, ql.quoted, f.df,
+           ln(1 + (c.docs - f.df + 0.5) / (CAST(f.df AS float8) + 0.5)) AS idf,
+           row_number() OVER (ORDER BY f.df, ql.lexeme) AS rarity
+    FROM query_lexemes ql JOIN frequency_{name} f ON f.lexeme = ql.lexeme
+    CROSS JOIN corpus_{name} c
 ),
 walk_{name} AS MATERIALIZED (
-    SELECT w.q, w.rarity,
+    SELECT w.lexeme, w.q, w.rarity,
            (SELECT CAST(string_agg(p.quoted, ' | ') AS tsquery) FROM weights_{name} p
             WHERE p.rarity < w.rarity) AS rarer
     FROM weights_{name} w, corpus_{name} c
@@ -161,12 +170,22 @@ candidates_{name} AS MATERIALIZED (
     ) found
     LIMIT :max_matches
 ),
-terms_{name} AS MATERIALIZED (
-    SELECT id, len, lexeme, tf FROM sample_terms_{name} WHERE visible AND {small}
-    UNION ALL
-    SELECT c.id, length(c.tsv), u.lexeme, greatest(cardinality(u.positions), 1)
+best_{name} AS MATERIALIZED (
+    -- the candidates BM25 scores: those with the most walked (informative) lexemes, then
+    -- the most query lexemes (ts_delete removes what a row has: two calls in C per row)
+    SELECT c.id, c.tsv
     FROM candidates_{name} c CROSS JOIN query_terms qt
-    CROSS JOIN LATERAL unnest({_query_words("c.tsv")}) u
+    CROSS JOIN (SELECT array_agg(lexeme) AS lexemes FROM walk_{name}) wk
+    ORDER BY length(c.tsv) - length(ts_delete(c.tsv, wk.lexemes)) DESC,
+             length(c.tsv) - length(ts_delete(c.tsv, qt.lexemes)) DESC, c.id DESC
+    LIMIT :rerank
+),
+terms_{name} AS MATERIALIZED (
+    SELECT id, len, lexeme, tf FROM sample_terms_{name} WHERE visible
+    UNION ALL
+    SELECT b.id, length(b.tsv), u.lexeme, greatest(cardinality(u.positions), 1)
+    FROM best_{name} b CROSS JOIN query_terms qt
+    CROSS JOIN LATERAL unnest({_query_words("b.tsv")}) u
 )"""
 
 
@@ -175,7 +194,8 @@ def vector_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     exactly in a small namespace, through the shared HNSW index in a large one."""
     spec = LAYERS[layer]
     conditions = spec.valid("t", when) + spec.extra_where
-    return nearest_ctes(f"nearest_{layer.value.lower()}", spec.table, conditions)
+    name = layer.value.lower()
+    return nearest_ctes(f"nearest_{name}", spec.table, conditions, size=f"size_{name}")
 
 
 def vector_leg(layer: MemoryLayer) -> str:
@@ -219,6 +239,12 @@ def legs_sql(layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool
     text leg when its weight is not 0; rows of each leg in rank order."""
     legs, ctes = [], [QUERY_CTE] if text else []
     for layer in layers:
+        # one count of the namespace's rows for both legs (an index-only scan of the key)
+        ctes.append(f"""
+size_{layer.value.lower()} AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM {LAYERS[layer].table} WHERE namespace = :ns
+                               LIMIT :count_cap) x
+)""")
         if vector:
             legs.append(vector_leg(layer))
             ctes.append(vector_ctes(layer, when))
