@@ -149,7 +149,7 @@ weights_{name} AS MATERIALIZED (
     CROSS JOIN corpus_{name} c
 ),
 walk_{name} AS MATERIALIZED (
-    SELECT w.lexeme, w.q, w.rarity,
+    SELECT w.q, w.rarity,
            (SELECT CAST(string_agg(p.quoted, ' | ') AS tsquery) FROM weights_{name} p
             WHERE p.rarity < w.rarity) AS rarer
     FROM weights_{name} w, corpus_{name} c
@@ -159,7 +159,7 @@ walk_{name} AS MATERIALIZED (
 candidates_{name} AS MATERIALIZED (
     -- the walk reads its lexemes rarest first, each one's rows newest first (the same rows
     -- whatever plan PostgreSQL picks), and stops at the budget
-    SELECT found.id, found.content_tsv AS tsv
+    SELECT found.id, found.content_tsv AS tsv, w.rarity
     FROM (SELECT * FROM walk_{name} ORDER BY rarity) w
     CROSS JOIN LATERAL (
         SELECT t.id, t.content_tsv FROM {table} t
@@ -171,13 +171,11 @@ candidates_{name} AS MATERIALIZED (
     LIMIT :max_matches
 ),
 best_{name} AS MATERIALIZED (
-    -- the candidates BM25 scores: those with the most walked (informative) lexemes, then
-    -- the most query lexemes (ts_delete removes what a row has: two calls in C per row)
+    -- the candidates BM25 scores: those found through the rarest lexemes (the highest idf),
+    -- then those with the most query lexemes (what ts_delete removes: one call in C per row)
     SELECT c.id, c.tsv
     FROM candidates_{name} c CROSS JOIN query_terms qt
-    CROSS JOIN (SELECT array_agg(lexeme) AS lexemes FROM walk_{name}) wk
-    ORDER BY length(c.tsv) - length(ts_delete(c.tsv, wk.lexemes)) DESC,
-             length(c.tsv) - length(ts_delete(c.tsv, qt.lexemes)) DESC, c.id DESC
+    ORDER BY c.rarity, length(c.tsv) - length(ts_delete(c.tsv, qt.lexemes)) DESC, c.id DESC
     LIMIT :rerank
 ),
 terms_{name} AS MATERIALIZED (
