@@ -344,6 +344,20 @@ async def _embed_batch(
         return 0
     tokens = token_counter(provider)
     documents = [turn_document(r.previous, r.body, tokens, context_tokens) for r in rows]
+    # A row stored before GQL_MEMORY_EMBEDDING_MAX_CHARS refused such texts must not stop the
+    # run (it would stay pending forever): it is embedded by its beginning, and said so.
+    bound = getattr(provider, "max_chars", None)
+    long = [r.id for r, d in zip(rows, documents, strict=True) if bound and len(d) > bound]
+    if long:
+        log.warning(
+            "%s: %d rows longer than %d characters embedded by their beginning "
+            "(GQL_MEMORY_EMBEDDING_MAX_CHARS): ids %s",
+            table,
+            len(long),
+            bound,
+            long[:20],
+        )
+        documents = [d[:bound] for d in documents]
     vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
     await conn.execute(
         text(

@@ -77,3 +77,26 @@ async def test_changing_how_queries_or_documents_are_marked_needs_a_reembed(
     await reembed(db, marked)
     assert (await stored_signature(db)).asymmetry == marked.asymmetry
     await verify_embedding_config(db, marked)
+
+
+class Refusing(HashEmbedder):
+    """A provider that refuses texts longer than ``max_chars``, as e5 and openai now do."""
+
+    max_chars = 60
+
+    async def embed(self, texts: list[str], **kwargs: object) -> list[list[float]]:
+        assert all(len(t) <= self.max_chars for t in texts), "a text over the bound"
+        return await super().embed(texts)
+
+
+async def test_a_row_longer_than_the_new_bound_does_not_stop_a_reembed(
+    db: Database, settings: Settings
+) -> None:
+    """Stored when longer texts were still cut, not refused: embedded by its beginning."""
+    await truncate_all(db)
+    _, _, dim = await stored_config(db)  # whatever the tests before left
+    memory = Memory(db, settings, embedder=HashEmbedder(dim))
+    await memory.insights.add("The user likes green tea " * 10)  # 250 characters
+    await memory.insights.add("short")
+    counts = await reembed(db, Refusing(8), batch_size=10)
+    assert counts["insights"] == 2
