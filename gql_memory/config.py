@@ -355,14 +355,14 @@ class Settings(BaseSettings):
         "come from (its newest rows).",
     )
     text_search_bm25_k1: float = Field(
-        default=1.2,
+        default=0.6,
         ge=0,
         le=10,
         description="BM25's term-frequency saturation for the text leg (0: a word counts "
         "once however often a row repeats it).",
     )
     text_search_bm25_b: float = Field(
-        default=0.75,
+        default=0.5,
         ge=0,
         le=1,
         description="BM25's length normalisation for the text leg (0: none, 1: full): a "
