@@ -100,15 +100,16 @@ def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
     """The steps of one layer's text leg (see ``text_leg``); every statistic comes from the
     namespace's own rows.
 
-    ``size`` (of legs_sql): the namespace's rows, counted up to :count_cap. ``sample``: the rows the
-    statistics come from: all of them when there are at most :max_matches, else the newest
-    :max_matches (their length, their query lexemes, whether the search sees them).
-    ``corpus``: how many rows the sample holds and their mean length. ``weights``: each query
-    lexeme's document frequency in the sample and its BM25 idf. A small namespace is ranked
-    whole: its candidates are the sample's visible rows with a query lexeme. In a larger one
-    ``walk`` finds candidates through the rarest lexemes first: the rarest always, then every
-    one whose estimated posting list is no longer than the budget, each with the OR of the
-    ones before it (a row is found once, through its rarest lexeme), until :max_matches rows.
+    ``size`` (built by legs_sql): the namespace's rows, counted up to :count_cap. ``sample``:
+    the rows the statistics come from: all of them when there are at most :max_matches, else
+    the newest :max_matches. ``corpus``: how many rows the sample holds and their mean length.
+    ``frequency`` and ``weights``: each query lexeme's document frequency in the sample and
+    its BM25 idf. A small namespace is ranked whole: its candidates are the sample's visible
+    rows with a query lexeme (``sample_terms``). In a larger one ``walk`` finds candidates
+    through the rarest lexemes first: the rarest always, then every one whose estimated
+    posting list is no longer than the budget, each with the OR of the ones before it (a row
+    is found once, through its rarest lexeme), until :max_matches rows; ``best`` keeps the
+    :rerank of them found through the rarest lexemes, then holding the most query lexemes.
     """
     table = LAYERS[layer].table
     valid = LAYERS[layer].valid("t", when)
