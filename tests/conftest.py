@@ -38,6 +38,11 @@ TEMPLATE_DB = "gqlm_template"
 # in-process default (tests/embeddings/test_local.py) ask for it explicitly. Subprocesses
 # (CLI, MCP) inherit it.
 os.environ.setdefault("GQL_MEMORY_EMBEDDING_PROVIDER", "hash")
+# No deadline a slow or loaded machine can reach: a statement or a request of the suite runs
+# as long as it takes. The tests about deadlines set their own (tests/api/test_deadlines.py,
+# test_limits.py, test_reliability.py); subprocesses inherit these too.
+os.environ.setdefault("GQL_MEMORY_STATEMENT_TIMEOUT_MS", "0")
+os.environ.setdefault("GQL_MEMORY_REQUEST_TIMEOUT_S", "0")
 
 
 def private_temp_dir() -> Path:
