@@ -13,24 +13,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError as PydanticValidationError
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from gql_memory import runtime
-from gql_memory.config import IMPORT_BATCH_SIZE, Settings, invalid_settings_message
-from gql_memory.db.embedded import allow_role_login, login_url
-from gql_memory.db.migrate import current_revision
-from gql_memory.embeddings import describe
+# Only what `--help` and an argument error need is imported here: each command imports the
+# rest (the database, the GraphQL schema, pydantic's settings) when it runs, so that the help
+# and a mistyped option answer at once (tests/test_cli_help.py counts the modules imported).
 from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError, ValidationError
-from gql_memory.keys import ApiKey, ApiKeyStore, Scope, check_exposure, is_loopback
-from gql_memory.memory.embedding_config import reembed as reembed_all
-from gql_memory.memory.embedding_config import reembed_status
-from gql_memory.memory.rules import load_rule_file, rules_for
-from gql_memory.memory.validation import require_namespace
-from gql_memory.runtime import Purpose
-from gql_memory.server.logs import configure_logging, log_config
 
 if TYPE_CHECKING:
+    from gql_memory.config import Settings
+    from gql_memory.keys import ApiKey, ApiKeyStore
     from gql_memory.memory.importer import ImportSummary
 
 log = logging.getLogger("gql_memory")
@@ -89,6 +81,13 @@ def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
 async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | None, int]:
     """Migrate and check the database (gql_memory.runtime); return its revision and the number
     of active API keys. ``embedded``: the caller started the embedded server at the URL."""
+    from gql_memory import runtime
+    from gql_memory.db.embedded import allow_role_login
+    from gql_memory.db.migrate import current_revision
+    from gql_memory.embeddings import describe
+    from gql_memory.keys import ApiKeyStore
+    from gql_memory.runtime import Purpose
+
     async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
         if embedded or rt.embedded is not None:
             # the embedded server: requests will log in as the row-level security role
@@ -119,6 +118,10 @@ def _fail(message: str) -> NoReturn:
 def _settings(**overrides: Any) -> Settings:
     """The settings (environment, config file, then the command's options); a bad config
     file or value ends the command with one line naming it, and status 2."""
+    from pydantic import ValidationError as PydanticValidationError
+
+    from gql_memory.config import Settings, invalid_settings_message
+
     try:
         settings = Settings()
     except ConfigurationError as exc:
@@ -152,7 +155,12 @@ def serve(
     """Start PostgreSQL if needed, migrate, and serve GraphQL (GraphiQL at /graphql)."""
     import uvicorn
 
+    from gql_memory import runtime
+    from gql_memory.db.embedded import login_url
+    from gql_memory.keys import check_exposure, is_loopback
+    from gql_memory.memory.rules import rules_for
     from gql_memory.server.connections import bounded_http_protocol
+    from gql_memory.server.logs import configure_logging, log_config
 
     settings = _settings(
         host=host, port=port, workers=workers, data_dir=data_dir, insecure=insecure or None
@@ -212,6 +220,8 @@ def serve(
 @app.command(cls=Command)
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply all database migrations (idempotent)."""
+    from gql_memory.server.logs import configure_logging
+
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
     try:
@@ -246,6 +256,12 @@ def reembed(
     start until it has finished. An interrupted run resumes when run again.
     """
     from rich.progress import Progress
+
+    from gql_memory import runtime
+    from gql_memory.memory.embedding_config import reembed as reembed_all
+    from gql_memory.memory.embedding_config import reembed_status
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import configure_logging
 
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
@@ -327,13 +343,15 @@ def import_transcript(
     ] = "auto",
     batch_size: Annotated[
         int, typer.Option(metavar="N", help="Turns per transaction.")
-    ] = IMPORT_BATCH_SIZE,
+    ] = 500,  # gql_memory.config.IMPORT_BATCH_SIZE (not imported for --help; a test compares)
     data_dir: DataDirOption = None,
 ) -> None:
     """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
     from rich.progress import Progress
 
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
+    from gql_memory.memory.validation import require_namespace
+    from gql_memory.server.logs import configure_logging
     from gql_memory.store import AsyncMemoryStore
 
     settings = _settings(data_dir=data_dir)
@@ -384,6 +402,8 @@ def mcp(
 ) -> None:
     """Serve the Model Context Protocol over stdio (tools and memory:// resources)."""
     from gql_memory.mcp_server import run_stdio
+    from gql_memory.memory.validation import require_namespace
+    from gql_memory.server.logs import configure_logging
 
     settings = _settings(data_dir=data_dir)
     try:
@@ -406,6 +426,8 @@ def rules_check(
     ],
 ) -> None:
     """Validate a rule file without starting anything; exit 2 naming the first bad rule."""
+    from gql_memory.memory.rules import load_rule_file
+
     try:
         rules = load_rule_file(file)
     except ConfigurationError as exc:
@@ -428,6 +450,11 @@ app.add_typer(keys_app, name="keys")
 
 def _with_key_store(data_dir: Path | None, action: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
     """Run ``action`` against the database (DATABASE_URL or the embedded one), migrated."""
+    from gql_memory import runtime
+    from gql_memory.keys import ApiKeyStore
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import configure_logging
+
     settings = _settings(data_dir=data_dir)
     # Quiet: the output of these commands is for people and scripts, not a log.
     configure_logging("WARNING", "text")
@@ -457,6 +484,8 @@ def keys_create(
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a key. It is printed once, alone on the last line; only its hash is stored."""
+    from gql_memory.memory.validation import require_namespace
+
     try:  # before any database is started, as import and mcp do
         require_namespace(namespace)
     except ValidationError as exc:
@@ -497,6 +526,8 @@ def keys_revoke(
 
 
 def _scopes(key: ApiKey) -> str:
+    from gql_memory.keys import Scope
+
     return ",".join(s.value for s in Scope if s in key.scopes)
 
 

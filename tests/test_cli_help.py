@@ -3,7 +3,10 @@ an option that takes a value shows what it takes (PORT, DIR), a flag shows nothi
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +15,8 @@ import typer
 from typer.core import TyperGroup, TyperOption
 from typer.testing import CliRunner
 
-from gql_memory.cli import app, plural
+from gql_memory.cli import app, import_transcript, plural
+from gql_memory.config import IMPORT_BATCH_SIZE
 
 TYPE_TAG = re.compile(r"<(str|int|float|bool|path|text|integer)[^>]*>", re.I)
 
@@ -81,3 +85,70 @@ def test_counts_are_pluralised(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["rules", "check", str(rules)])
     assert result.exit_code == 0, result.output
     assert f"{rules}: 1 extraction rule OK" in result.output
+
+
+# What a command needs only when it runs: the database layers, the GraphQL schema, the HTTP
+# server, pydantic's settings, the embedders. `--help` and an argument error must not pay for
+# them (they cost seconds of imports; the help itself takes a few hundredths).
+HEAVY = (
+    "alembic",
+    "asyncpg",
+    "numpy",
+    "openai",
+    "pydantic_settings",  # (pydantic itself: typer's own parameter handling loads it)
+    "sqlalchemy",
+    "starlette",
+    "strawberry",
+    "uvicorn",
+    "gql_memory.config",
+    "gql_memory.db",
+    "gql_memory.memory",
+    "gql_memory.runtime",
+    "gql_memory.server",
+    "gql_memory.store",
+)
+ANSWERED_AT_ONCE = (
+    ["--help"],
+    ["serve", "--help"],
+    ["import", "--help"],
+    ["keys", "create", "--help"],
+    ["serve", "--port", "not-a-number"],
+    ["import"],  # missing argument
+    ["no-such-command"],
+)
+
+MODULES_AFTER = """
+import json, sys
+from gql_memory.cli import app
+try:
+    app(sys.argv[1:], prog_name="gql-memory")
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.__stdout__)
+"""
+
+
+@pytest.mark.parametrize("args", ANSWERED_AT_ONCE, ids=" ".join)
+def test_help_and_argument_errors_import_nothing_heavy(args: list[str]) -> None:
+    """Counted as import work, not time: the modules loaded by the time the command answered."""
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES_AFTER, *args], capture_output=True, text=True, timeout=60
+    )
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert heavy == [], heavy
+    assert "Usage" in done.stdout + done.stderr  # it answered: the help, or the usage and error
+
+
+def test_import_batch_default_is_the_configured_one() -> None:
+    """The default is written out in cli.py (config is not imported for --help)."""
+    param = next(
+        p
+        for p in typer.main.get_command_from_info(
+            typer.models.CommandInfo(callback=import_transcript),
+            pretty_exceptions_short=True,
+            rich_markup_mode="markdown",
+        ).params
+        if p.name == "batch_size"
+    )
+    assert param.default == IMPORT_BATCH_SIZE
