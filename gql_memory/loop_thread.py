@@ -72,6 +72,20 @@ class LoopThread:
             future.cancel()  # e.g. KeyboardInterrupt while waiting: stop the work too
             raise
 
+    async def run_from_loop(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` run on this loop from another event loop, which stays free
+        meanwhile; cancelling the caller cancels the work too."""
+        coroutine = awaitable if inspect.iscoroutine(awaitable) else _awaiting(awaitable)
+        if not self.running:
+            coroutine.close()
+            raise StoreClosedError("MemoryStore is closed: connect() it again or open a new one")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except BaseException:
+            future.cancel()
+            raise
+
     def stop(self) -> None:
         """Stop the loop (finishing its cleanup) and wait for the thread to end."""
         if self._stopped:

@@ -15,12 +15,12 @@ still sees its own writes: it remembers its last commit position (gql_memory.db.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from gql_memory import runtime
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
@@ -39,6 +39,8 @@ from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
 from gql_memory.runtime import Purpose, Runtime
+
+T = TypeVar("T")
 
 
 class AsyncMemoryStore:
@@ -277,3 +279,20 @@ class MemoryStore:
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(dir(self._store)))
+
+    def _loop_thread(self) -> LoopThread:
+        if self._loop is None:
+            state = "closed" if self._closed else "not connected"
+            raise StoreClosedError(f"MemoryStore is {state}")
+        return self._loop
+
+    def run(self, call: Callable[[AsyncMemoryStore], Awaitable[T]]) -> T:
+        """Run ``call(async_store)`` on this store's loop thread and wait for its result:
+        several async calls in one hop (the framework adapters of gql_memory.integrations
+        are written once, against AsyncMemoryStore)."""
+        return self._loop_thread().run(call(self._store))
+
+    async def run_async(self, call: Callable[[AsyncMemoryStore], Awaitable[T]]) -> T:
+        """``run`` for async code: awaits the work on this store's loop thread and leaves the
+        caller's event loop free meanwhile."""
+        return await self._loop_thread().run_from_loop(call(self._store))

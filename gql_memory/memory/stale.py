@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 import logging
 from dataclasses import dataclass
@@ -17,12 +18,32 @@ from gql_memory.db.tables import stale_memory
 from gql_memory.errors import NotFoundError, ValidationError
 from gql_memory.memory.events import live_channel, process_origin
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.sessions import lock_session
 from gql_memory.memory.validation import (
     require_id,
     require_importance,
     require_page_size,
     require_session_id,
 )
+
+# Archiving raw turns: each newest turn of the session that no stale item refers to yet
+# becomes one (ref RAW); the transcript itself is never changed. Under the session's lock, so
+# two concurrent calls never archive the same turn.
+ARCHIVE_TURNS_SQL = """
+INSERT INTO stale_memory (namespace, session_id, original_content, importance, reason,
+                          ref_kind, ref_id)
+SELECT r.namespace, r.session_id, r.speaker || ': ' || r.content, :importance,
+       'MANUAL_ARCHIVE', 'RAW', r.id
+FROM raw_dialogue r
+WHERE r.namespace = :ns AND r.session_id = :sid
+  AND NOT EXISTS (
+      SELECT 1 FROM stale_memory s
+      WHERE s.namespace = :ns AND s.session_id = :sid AND s.ref_kind = 'RAW' AND s.ref_id = r.id
+  )
+ORDER BY r."timestamp" DESC, r.id DESC
+LIMIT CAST(:newest AS int)
+RETURNING *
+"""
 
 if TYPE_CHECKING:
     from gql_memory.config import Settings
@@ -171,6 +192,35 @@ class StaleMemory:
                 provenance=item.provenance,
                 restored_from=item.id,
             )
+
+    async def archive_turns(
+        self, session_id: str, newest: int | None = None, importance: float = 0.5
+    ) -> builtins.list[StaleMemoryItem]:
+        """Archive the session's raw turns that are not archived yet: the ``newest`` of them,
+        or all. Each becomes a stale item (MANUAL_ARCHIVE, ref RAW and the turn's id, content
+        'speaker: content'), newest first; the raw dialogue keeps the turn verbatim. For
+        callers that treat a session's transcript as a list they can pop from (the OpenAI
+        Agents session of gql_memory.integrations)."""
+        session_id = require_session_id(session_id)
+        if newest is not None and (isinstance(newest, bool) or not 1 <= newest <= 10**6):
+            raise ValidationError("newest must be between 1 and 1000000")
+        importance = require_importance(importance, "importance")
+        async with self.db.write() as conn:
+            await lock_session(conn, self.namespace, session_id)
+            rows = (
+                await conn.execute(
+                    text(ARCHIVE_TURNS_SQL).columns(provenance=JSONB),
+                    {
+                        "ns": self.namespace,
+                        "sid": session_id,
+                        "newest": newest,
+                        "importance": importance,
+                    },
+                )
+            ).all()
+        return sorted(
+            (StaleMemoryItem.from_row(r) for r in rows), key=lambda i: i.ref_id or 0, reverse=True
+        )
 
 
 async def archive_rows(

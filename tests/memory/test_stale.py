@@ -63,3 +63,23 @@ async def test_restore_unknown_id_is_not_found(memory: Memory) -> None:
 async def test_no_match_is_an_empty_page(memory: Memory) -> None:
     page = await memory.stale.list(session_id="nobody")
     assert page.items == [] and not page.has_next_page and page.end_cursor is None
+
+
+async def test_archive_turns_archives_the_newest_unarchived_turns_and_keeps_the_transcript(
+    memory: Memory,
+) -> None:
+    turns = [await memory.raw.store("chat", "user", f"turn {i}") for i in range(4)]
+    await memory.raw.store("other", "user", "another session")
+    [popped] = await memory.stale.archive_turns("chat", newest=1)
+    assert (popped.ref_kind, popped.ref_id) == ("RAW", turns[3].id)
+    assert popped.original_content == "user: turn 3"
+    assert popped.reason is ArchiveReason.MANUAL_ARCHIVE
+    [again] = await memory.stale.archive_turns("chat", newest=1)  # the next newest
+    assert again.ref_id == turns[2].id
+    rest = await memory.stale.archive_turns("chat")
+    assert [i.ref_id for i in rest] == [turns[1].id, turns[0].id]
+    assert await memory.stale.archive_turns("chat") == []
+    assert len((await memory.raw.list(session_id="chat")).items) == 4  # nothing deleted
+    assert len((await memory.stale.list(session_id="chat")).items) == 4
+    with pytest.raises(ValidationError, match="newest must be between"):
+        await memory.stale.archive_turns("chat", newest=0)
