@@ -232,6 +232,46 @@ def migrate(data_dir: DataDirOption = None) -> None:
 
 
 @app.command(cls=Command)
+def distribute() -> None:
+    """Distribute the migrated database of a Citus coordinator by namespace.
+
+    DATABASE_URL names the coordinator, as its owner; stop every server first. Global tables
+    become reference tables, tenant tables are distributed by namespace and co-located, and
+    the workers get the functions, the role's login and the namespace scoping
+    (docs/scaling.md, step 5). A second run changes nothing and says so; on a database
+    without Citus or without worker nodes it refuses and changes nothing.
+    """
+    from gql_memory import runtime
+    from gql_memory.db.distribute import distribute as distribute_database
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)
+    if not settings.database_url:
+        _fail("set DATABASE_URL to the Citus coordinator (the embedded server has no Citus)")
+
+    async def run() -> list[str]:
+        async with runtime.open(
+            settings, Purpose.MAINTENANCE, migrate=False, check_embeddings=False
+        ) as rt:
+            done = await distribute_database(rt.db, settings.database_role)
+            return done.changes
+
+    try:
+        changes = asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    for change in changes:
+        typer.echo(change)
+    typer.echo(
+        f"distributed: {plural(len(changes), 'change')}"
+        if changes
+        else "already distributed: nothing to change"
+    )
+
+
+@app.command(cls=Command)
 def reembed(
     data_dir: DataDirOption = None,
     batch_size: Annotated[

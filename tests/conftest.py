@@ -311,3 +311,22 @@ def node_clients() -> Path:
         print(f"SKIPPED: {reason}")
         pytest.skip(reason)
     return node_clients.install()
+
+
+# --- one xdist worker for the Citus tests ---------------------------------------------------
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with every file of tests/citus/ counted as one: they share one
+    cluster (tests/citus/conftest.py), which a second worker would start again."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CitusTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/citus/"):
+                return "tests/citus/"
+            return super()._split_scope(nodeid)
+
+    return CitusTogether(config, log)

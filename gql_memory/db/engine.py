@@ -235,16 +235,18 @@ async def autocommit_statement(
 def begin(namespace: str | None, *, read_only: bool = False) -> str:
     """The script that opens a transaction: ``BEGIN`` (``READ ONLY`` for reads), and with a
     namespace its ``SET LOCAL`` for the row-level security policies. Sent as one simple
-    query, that is one round trip instead of two. The namespace is an E'' literal (its
-    meaning does not depend on standard_conforming_strings); a NUL, which no literal can
-    hold, is refused."""
+    query, that is one round trip instead of two. A ``SET LOCAL`` statement, not
+    ``set_config()``: Citus forwards it to the workers the transaction uses, where the
+    policies of the shards are evaluated (docs/scaling.md, step 5). The namespace is an E''
+    literal (its meaning does not depend on standard_conforming_strings); a NUL, which no
+    literal can hold, is refused."""
     opening = "BEGIN READ ONLY" if read_only else "BEGIN"
     if namespace is None:
         return opening
     if "\x00" in namespace:
         raise ValueError("a namespace cannot contain NUL")
     literal = "E'" + namespace.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"{opening}; SELECT set_config('{NAMESPACE_SETTING}', {literal}, true)"
+    return f"{opening}; SET LOCAL {NAMESPACE_SETTING} = {literal}"
 
 
 @asynccontextmanager

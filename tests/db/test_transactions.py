@@ -63,7 +63,7 @@ def counted_sends(conn: Any) -> Iterator[list[bytes]]:
 
 async def test_a_scoped_read_is_its_statements_plus_two_round_trips(pool: Database) -> None:
     """BEGIN READ ONLY with the namespace, the statement, COMMIT: three sends, where a
-    separate BEGIN and set_config made four."""
+    separate BEGIN and SET LOCAL made four."""
     scoped = NamespacedDatabase(pool, "tenant-a", FairShare(2))
     async with scoped.read() as conn:  # prepares the statement (asyncpg caches its plan)
         await conn.execute(CURRENT)
@@ -73,7 +73,7 @@ async def test_a_scoped_read_is_its_statements_plus_two_round_trips(pool: Databa
             row = (await conn.execute(CURRENT)).one()
     assert (row.namespace, row.read_only) == ("tenant-a", "on")
     assert len(sent) == 3, sent
-    assert b"BEGIN READ ONLY; SELECT set_config('app.namespace', E'tenant-a', true)" in sent[0]
+    assert b"BEGIN READ ONLY; SET LOCAL app.namespace = E'tenant-a'" in sent[0]
     assert b"COMMIT" in sent[2]
 
 
@@ -181,7 +181,7 @@ async def test_a_scoped_write_is_its_statements_plus_two_round_trips_and_commits
         row, _ = await work()
     assert (row.namespace, row.read_only) == ("tenant-a", "off")
     assert len(sent) == 4, sent  # BEGIN with the namespace, two statements, COMMIT
-    assert b"BEGIN; SELECT set_config('app.namespace', E'tenant-a', true)" in sent[0]
+    assert b"BEGIN; SET LOCAL app.namespace = E'tenant-a'" in sent[0]
     async with pool.read() as conn:  # both committed (the same session: its temp table)
         assert await conn.scalar(text("SELECT count(*) FROM written")) == 2
 
