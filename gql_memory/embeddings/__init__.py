@@ -141,3 +141,14 @@ def describe(provider: EmbeddingProvider) -> str:
             "semantic: meant for tests; unset GQL_MEMORY_EMBEDDING_PROVIDER for semantic search"
         )
     return text
+
+
+def summary(provider: EmbeddingProvider) -> str:
+    """The embedder in a few words, for serve's banner."""
+    if provider.name == "local":
+        return f"multilingual-e5-small, in-process ({provider.dim} dimensions)"
+    if provider.name == "hash":
+        return f"hash: lexical, not semantic, for tests ({provider.dim} dimensions)"
+    where = getattr(provider, "base_url", None)
+    at = f" at {where}" if where else ""
+    return f"{provider.name} {provider.model}{at} ({provider.dim} dimensions)"

