@@ -324,6 +324,14 @@ class Settings(BaseSettings):
         description="Cosine similarity from which a valid insight is listed as one a new "
         "insight possiblyContradicts (a hint only; nothing is superseded automatically).",
     )
+    mcp_search_nodes_min_similarity: float = Field(
+        default=0.85,
+        ge=0.0,
+        le=1.0,
+        description="The MCP search_nodes tool: besides the reference server's substring "
+        "matches, the entities with an observation among the hybrid-search hits that the "
+        "full-text leg matched or the vector leg found at least this similar (cosine).",
+    )
     graph_propagation_fanout: int = Field(
         default=50,
         ge=1,

@@ -2,7 +2,8 @@
 
 Agents that speak MCP get the memory service as ten tools (store_raw_dialogue,
 update_working_memory, compress_to_l2_insight, store_episode, hybrid_search, graph_add_node,
-graph_add_edge, graph_query_neighbors, graph_find_path, get_context) and five read-only
+graph_add_edge, graph_query_neighbors, graph_find_path, get_context), the nine of the
+reference memory server (create_entities ... open_nodes; reference_tools.py) and five read-only
 resources (memory://working-memory, memory://stale-memory, memory://l0-raw,
 memory://l2-insights, memory://episode-memory; seed 003). Both call the same service layer
 as the GraphQL API, through an ``AsyncMemoryStore`` (DATABASE_URL or the embedded
@@ -20,13 +21,19 @@ import anyio
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types import CallToolResult, InputRequiredResult, Tool
 from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
 from gql_memory.config import Settings
 from gql_memory.mcp_server.errors import tool_error
 from gql_memory.mcp_server.framing import checked_stdio
+from gql_memory.mcp_server.reference_tools import (
+    REFERENCE_TOOL_NAMES,
+    REFERENCE_TOOLS,
+    call_reference_tool,
+    reference_handlers,
+)
 from gql_memory.mcp_server.resources import JSON, MemoryResources
 from gql_memory.mcp_server.tools import register_tools
 from gql_memory.memory import DEFAULT_NAMESPACE
@@ -48,10 +55,15 @@ class MemoryMCPServer(MCPServer[None]):
     in the seeds' shapes, and whose stdio transport answers a malformed frame instead of
     dropping it."""
 
-    def __init__(self, resources: MemoryResources, **options: Any) -> None:
+    def __init__(self, resources: MemoryResources, store: AsyncMemoryStore, **options: Any) -> None:
         super().__init__("gql-memory", **options)
         self.resources = resources
         resources.register(self)
+        self.reference_handlers = reference_handlers(store)
+
+    async def list_tools(self) -> list[Tool]:
+        """Ours, then the nine of the reference memory server (reference_tools.py)."""
+        return [*await super().list_tools(), *REFERENCE_TOOLS]
 
     async def run_stdio_async(self) -> None:
         async with checked_stdio() as (read_stream, write_stream):
@@ -62,6 +74,8 @@ class MemoryMCPServer(MCPServer[None]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if name in REFERENCE_TOOL_NAMES:
+            return await call_reference_tool(self.reference_handlers, name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:  # the SDK's and the tools' failures; MCPError passes through
@@ -88,6 +102,7 @@ def build_server(store: AsyncMemoryStore) -> MemoryMCPServer:
     level = store.settings.log_level.upper()
     server = MemoryMCPServer(
         MemoryResources(store),
+        store,
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,

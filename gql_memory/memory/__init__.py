@@ -13,6 +13,7 @@ from gql_memory.memory.erasure import forget_session
 from gql_memory.memory.extraction import ExtractionPipeline
 from gql_memory.memory.graph import Graph
 from gql_memory.memory.insights import Insights
+from gql_memory.memory.knowledge_graph import KnowledgeGraph
 from gql_memory.memory.raw import RawDialogueStore
 from gql_memory.memory.rules import rules_for
 from gql_memory.memory.search import HybridSearch
@@ -51,6 +52,11 @@ class Memory:
         self.search = self.hybrid.search
         self.assembler = ContextAssembler(db, settings, namespace, self.embedder, self.working)
         self.context = self.assembler.assemble
+
+    @cached_property
+    def knowledge_graph(self) -> KnowledgeGraph:
+        """The reference MCP memory server's entities, relations and observations."""
+        return KnowledgeGraph(self.db, self.settings, self.namespace, self.insights, self.hybrid)
 
     @cached_property
     def extraction(self) -> ExtractionPipeline:
