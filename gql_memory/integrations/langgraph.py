@@ -35,6 +35,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from gql_memory.errors import ValidationError
 from gql_memory.integrations.bridge import Store, StoreBridge
 from gql_memory.memory.graph.nodes import Node
 from gql_memory.memory.search import MemoryLayer
@@ -211,7 +212,13 @@ class LangGraphStore(BaseStore):
         insight_id = None
         if text:
             reference = {METADATA_KEY: {"namespace": list(op.namespace), "key": op.key}}
-            insight = await store.insights.add(text, metadata=reference, supersedes=previous)
+            try:
+                insight = await store.insights.add(text, metadata=reference, supersedes=previous)
+            except ValidationError:
+                if not previous:
+                    raise
+                # a concurrent put superseded it first: the last node written wins
+                insight = await store.insights.add(text, metadata=reference)
             insight_id = insight.id
         elif previous:
             await store.insights.invalidate(previous[0])
