@@ -203,7 +203,7 @@ async def test_the_last_migration_downgrades_and_upgrades_on_the_distributed_dat
     def bodies() -> set[str]:
         return {
             worker.psql(
-                "SELECT string_agg(CASE WHEN prosrc LIKE '%SET LOCAL app.namespace%' THEN "
+                "SELECT string_agg(CASE WHEN prosrc LIKE '%gql_memory_name_namespace(ns)%' THEN "
                 "'set local' ELSE 'set_config' END, ',') FROM pg_proc "
                 "WHERE proname IN ('gql_memory_add_working', 'gql_memory_store_turns')"
             )
