@@ -75,7 +75,7 @@ async def live_turns(
     after = None
     while True:
         page = await store.stale.list(session_id=session_id, first=PAGE, after=after)
-        archived.update(i.ref_id for i in page.items if i.ref_kind == "RAW" and i.ref_id)
+        archived.update(i.archived_turn_id for i in page.items if i.archived_turn_id)
         if not page.has_next_page:
             break
         after = page.end_cursor

@@ -39,6 +39,7 @@ WHERE r.namespace = :ns AND r.session_id = :sid
   AND NOT EXISTS (
       SELECT 1 FROM stale_memory s
       WHERE s.namespace = :ns AND s.session_id = :sid AND s.ref_kind = 'RAW' AND s.ref_id = r.id
+        AND s.original_id IS NULL
   )
 ORDER BY r."timestamp" DESC, r.id DESC
 LIMIT CAST(:newest AS int)
@@ -84,6 +85,14 @@ class StaleMemoryItem:
     ref_kind: str | None = None
     ref_id: int | None = None
     provenance: dict[str, Any] | None = None
+
+    @property
+    def archived_turn_id(self) -> int | None:
+        """The raw turn this item archives (``archive_turns``: no working-memory original,
+        ref RAW); None for an item that left working memory, whatever it refers to."""
+        if self.original_id is None and self.ref_kind == "RAW":
+            return self.ref_id
+        return None
 
     @classmethod
     def from_row(cls, row: Row[Any] | Any) -> StaleMemoryItem:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -86,6 +87,30 @@ async def test_pop_item_archives_the_newest_item_to_stale_memory(
     await session.clear_session()
     assert await session.get_items() == []
     assert await session.pop_item() is None
+
+
+async def test_a_working_item_archived_with_a_ref_to_a_turn_does_not_pop_it(
+    async_store: AsyncMemoryStore,
+) -> None:
+    session = MemorySession("chat", async_store)
+    await session.add_items([message("user", "keep me")])
+    [turn] = (await async_store.raw.list(session_id="chat")).items
+    note = await async_store.working.add(
+        "about it", session_id="chat", ref_kind="RAW", ref_id=turn.id
+    )
+    await async_store.working.archive(note.added_id)
+    assert await session.get_items() == [message("user", "keep me")]
+    assert await session.pop_item() == message("user", "keep me")
+
+
+async def test_concurrent_pops_each_archive_another_item(async_store: AsyncMemoryStore) -> None:
+    session = MemorySession("chat", async_store)
+    items: list[Any] = [message("user", str(i)) for i in range(8)]
+    await session.add_items(items)
+    popped = await asyncio.gather(*(session.pop_item() for _ in range(10)))
+    assert sorted(p["content"] for p in popped if p) == sorted(str(i) for i in range(8))
+    assert popped.count(None) == 2
+    assert await session.get_items() == []
 
 
 async def test_session_settings_limit_applies_when_no_limit_is_given(
