@@ -59,6 +59,17 @@ def namespace_of(label: str) -> tuple[str, ...] | None:
     return tuple(label.removeprefix(LABEL_PREFIX).split("."))
 
 
+def is_item(node: Node) -> bool:
+    """A node this store wrote (another writer's node under our label prefix is skipped)."""
+    properties = node.properties or {}
+    return (
+        namespace_of(node.label) is not None
+        and isinstance(properties.get("value"), dict)
+        and isinstance(properties.get("created_at"), str)
+        and isinstance(properties.get("updated_at"), str)
+    )
+
+
 def item_of(node: Node, score: float | None = None) -> SearchItem:
     namespace = namespace_of(node.label)
     assert namespace is not None
@@ -66,7 +77,7 @@ def item_of(node: Node, score: float | None = None) -> SearchItem:
     return SearchItem(
         namespace=namespace,
         key=node.name,
-        value=properties.get("value") or {},
+        value=properties["value"],
         created_at=datetime.fromisoformat(properties["created_at"]),
         updated_at=datetime.fromisoformat(properties["updated_at"]),
         score=score,
@@ -192,7 +203,8 @@ class LangGraphStore(BaseStore):
     async def _get(
         self, store: AsyncMemoryStore, namespace: tuple[str, ...], key: str
     ) -> Node | None:
-        return await store.graph.node_by_name(label_of(namespace), key)
+        node = await store.graph.node_by_name(label_of(namespace), key)
+        return node if node is not None and is_item(node) else None
 
     async def _put(self, store: AsyncMemoryStore, op: PutOp) -> None:
         old = await self._get(store, op.namespace, op.key)
@@ -236,7 +248,7 @@ class LangGraphStore(BaseStore):
         after = None
         while True:
             page = await store.graph.list_nodes(first=PAGE, after=after)
-            items.extend(item_of(n) for n in page.items if n.label.startswith(LABEL_PREFIX))
+            items.extend(item_of(n) for n in page.items if is_item(n))
             if not page.has_next_page:
                 break
             after = page.end_cursor

@@ -177,3 +177,14 @@ def test_a_state_graph_reads_what_an_earlier_run_wrote(
     assert run("Where do I live?") == ["I live in Lisbon and cycle to work"]
     with MemoryStore(settings=store_settings, namespace=namespace, migrate=False) as store:
         assert len(LangGraphStore(store).search(("memories", "u1"))) == 2
+
+
+async def test_nodes_written_otherwise_under_the_label_are_not_items(
+    lg: LangGraphStore, async_store: AsyncMemoryStore
+) -> None:
+    await async_store.graph.add_node("langgraph:users.u1", "stray", {"note": "by hand"})
+    assert await lg.aget(USER, "stray") is None
+    assert await lg.asearch(USER) == []
+    await lg.aput(USER, "stray", {"v": 1})  # a put takes the node over
+    item = await lg.aget(USER, "stray")
+    assert item is not None and item.value == {"v": 1}
