@@ -22,6 +22,7 @@ BENCHMARKS = [
     "tenant_search",
     "graph_neighbors",
     "locomo_recall",
+    "tracing",
 ]
 RESULTS = DOCS / "benchmarks.md"
 

@@ -558,6 +558,12 @@ class Settings(BaseSettings):
         description="auto: readable lines when stderr is a terminal, JSON otherwise; json: one "
         "JSON object per line (request id, duration...); text: one plain line per record.",
     )
+    trace_content: bool = Field(
+        default=False,
+        description="OpenTelemetry (docs/observability.md): record query texts and memory "
+        "contents in spans (gen_ai.memory.query.text, gen_ai.memory.records). Off, spans carry "
+        "ids and names only, never tenant content.",
+    )
 
     # --- live subscriptions and metrics (SPEC §4, §6) ----------------------------------------
     live_events: bool = Field(
@@ -786,6 +792,26 @@ class Settings(BaseSettings):
         data = self.model_dump()
         data.update({k: v for k, v in changes.items() if v is not None})
         return Settings.model_validate(data)
+
+
+# The standard OpenTelemetry variables that ask for traces (the SDK reads them, and the rest:
+# OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER ...).
+OTEL_TRACES_REQUESTED_BY = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+)
+
+
+def otel_traces_requested() -> bool:
+    """True when the environment asks for OpenTelemetry traces: an OTLP endpoint, or a
+    traces exporter other than ``none``, and the SDK not disabled (OTEL_SDK_DISABLED)."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter == "none":
+        return False
+    return any(os.environ.get(name, "").strip() for name in OTEL_TRACES_REQUESTED_BY)
 
 
 def _asyncpg_url(value: str, setting: str = "DATABASE_URL") -> str:

@@ -24,6 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import text
 
@@ -36,6 +37,10 @@ from gql_memory.db.replicas import ReadReplicas, ReplicaObserver
 from gql_memory.db.supervision import StateFile, Supervisor
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.tracing import tracing_for
+
+if TYPE_CHECKING:
+    from gql_memory.tracing.spans import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,8 @@ class Runtime:
     embedded: EmbeddedPostgres | None  # the embedded server, when this runtime started it
     # where the supervisor of that server publishes its state (the server's runtime only)
     embedded_state: StateFile | None = None
+    # OpenTelemetry, when the otel extra is installed and OTEL_* asks for traces (tracing/)
+    tracing: Tracing | None = None
 
 
 @contextmanager
@@ -154,6 +161,12 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
         url, embedded, embedded_state = await _reach(settings, stack, purpose)
         embedder = embedder or make_provider(settings)
         stack.push_async_callback(embedder.aclose)
+        tracing = tracing_for(settings) if purpose is not Purpose.MAINTENANCE else None
+        if tracing is not None:
+            # embedding calls and the pool's statements become children of the operation
+            from gql_memory.tracing.embedder import TracedEmbedder
+
+            embedder = TracedEmbedder(embedder, tracing)
         owner = Database.for_maintenance(url, settings)
         if purpose is Purpose.MAINTENANCE:
             stack.push_async_callback(owner.dispose)
@@ -178,9 +191,15 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
             )
             db = _with_replicas(base, settings, purpose, replica_observer)
             stack.push_async_callback(db.dispose)  # the pool and its replicas' pools
+            if tracing is not None:
+                from gql_memory.tracing.database import trace_statements
+
+                trace_statements(db.engine.sync_engine, tracing)
             if db.replicas is not None:
                 await db.replicas.start()
-        yield Runtime(settings, url, db, app_url, embedder, embedded, embedded_state)
+        yield Runtime(
+            settings, url, db, app_url, embedder, embedded, embedded_state, tracing=tracing
+        )
 
 
 async def _reach(

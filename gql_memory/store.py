@@ -20,7 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gql_memory import runtime
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
@@ -39,6 +39,9 @@ from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.working import WorkingMemory
 from gql_memory.runtime import Purpose, Runtime
+
+if TYPE_CHECKING:
+    from gql_memory.tracing.spans import Tracing
 
 T = TypeVar("T")
 
@@ -63,6 +66,7 @@ class AsyncMemoryStore:
         self._migrate = migrate
         self._runtime: AbstractAsyncContextManager[Runtime] | None = None
         self._memory: Memory | None = None
+        self.tracing: Tracing | None = None  # OpenTelemetry, when on (gql_memory.tracing)
 
     async def __aenter__(self) -> AsyncMemoryStore:
         await self.connect()
@@ -87,7 +91,8 @@ class AsyncMemoryStore:
         opening = runtime.open(self.settings, Purpose.LIBRARY, migrate=self._migrate)
         rt = await opening.__aenter__()
         self._runtime = opening
-        self._memory = Memory(rt.db, self.settings, self.namespace, rt.embedder)
+        self.tracing = rt.tracing
+        self._memory = self._traced(Memory(rt.db, self.settings, self.namespace, rt.embedder))
 
     async def close(self) -> None:
         self._memory = None
@@ -112,7 +117,16 @@ class AsyncMemoryStore:
     def scoped(self, namespace: str) -> Memory:
         """The services of another namespace on the same connection pool (multi-tenant use)."""
         namespace = require_namespace(namespace)  # refused the same way, connected or not
-        return Memory(self.memory.db, self.settings, namespace, self.memory.embedder)
+        return self._traced(Memory(self.memory.db, self.settings, namespace, self.memory.embedder))
+
+    def _traced(self, memory: Memory) -> Memory:
+        """With tracing on, ``memory`` with a span per call (gql_memory.tracing.library);
+        off, ``memory`` as it is."""
+        if self.tracing is None:
+            return memory
+        from gql_memory.tracing.library import trace_memory
+
+        return trace_memory(memory, self.tracing)
 
     @property
     def working(self) -> WorkingMemory:

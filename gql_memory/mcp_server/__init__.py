@@ -22,6 +22,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, Tool
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
@@ -38,6 +39,7 @@ from gql_memory.mcp_server.resources import JSON, MemoryResources
 from gql_memory.mcp_server.tools import register_tools
 from gql_memory.memory import DEFAULT_NAMESPACE
 from gql_memory.store import AsyncMemoryStore
+from gql_memory.tracing.conventions import ERROR_TYPE, MCP_METHOD_NAME, TOOL_NAME
 
 INSTRUCTIONS = (
     "Long-term memory for this agent. Call get_context before answering to load what is "
@@ -59,6 +61,7 @@ class MemoryMCPServer(MCPServer[None]):
         super().__init__("gql-memory", **options)
         self.resources = resources
         resources.register(self)
+        self.store = store
         self.reference_handlers = reference_handlers(store)
 
     async def list_tools(self) -> list[Tool]:
@@ -73,6 +76,25 @@ class MemoryMCPServer(MCPServer[None]):
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        tracing = self.store.tracing
+        if tracing is None:
+            return await self._call_tool(name, arguments, context)
+        with tracing.operation(
+            name,
+            self.store.namespace,
+            kind=SpanKind.SERVER,
+            attributes={TOOL_NAME: name, MCP_METHOD_NAME: "tools/call"},
+        ) as span:
+            result = await self._call_tool(name, arguments, context)
+            if isinstance(result, CallToolResult) and result.is_error:
+                error = (result.structured_content or {}).get("error", "tool error")
+                span.set_attribute(ERROR_TYPE, str(error))
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+            return result
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None
     ) -> CallToolResult | InputRequiredResult:
         if name in REFERENCE_TOOL_NAMES:
             return await call_reference_tool(self.reference_handlers, name, arguments)

@@ -164,7 +164,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 app.state.embedded_state = rt.embedded_state or (
                     StateFile(published) if published else None
                 )
-                app.state.embedder = embedder
+                app.state.embedder = rt.embedder  # with tracing on, it makes spans too
                 app.state.event_hub = hub if live else None
                 app.state.metrics = metrics
                 app.state.authenticator = Authenticator(settings, verifier)

@@ -58,6 +58,7 @@ from gql_memory.server.metrics import Metrics
 from gql_memory.server.middleware import error_response
 from gql_memory.server.state import RequestState, request_state
 from gql_memory.server.ui import graphiql_page
+from gql_memory.tracing import tracing_for
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,11 @@ class MemoryGraphQL(GraphQL[Context, None]):
 
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         extensions: list[Callable[[], SchemaExtension]] = [lambda: OperationMetrics(metrics)]
+        tracing = tracing_for(settings)
+        if tracing is not None:  # OpenTelemetry: a span per operation (docs/observability.md)
+            from gql_memory.api.extensions.operation_tracing import OperationTracing
+
+            extensions.append(lambda: OperationTracing(tracing))
         if settings.read_database_urls:
             extensions.append(ReadConsistency)  # extensions.lsn, X-Read-After-LSN
         super().__init__(

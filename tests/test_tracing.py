@@ -1,0 +1,262 @@
+"""OpenTelemetry tracing against a real OTLP/HTTP receiver on 127.0.0.1: `gql-memory serve`
+and `gql-memory mcp` export GenAI memory spans (a search and its embedding call and
+statements, as parent and children, under the caller's traceparent), never tenant content;
+and tracing stays off without the OTEL_* variables or without the otel extra."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import requires
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client.stdio import StdioServerParameters
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from packaging.requirements import Requirement
+
+from tests.conftest import ROOT
+from tests.mcp_server.conftest import mcp_client
+from tests.processes import ServeProcess, wait_until
+
+SECRET = "lapsang souchong"  # tenant content: it must reach no span
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+OTEL_PACKAGES = {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"}
+
+
+@dataclass
+class Received:
+    span: Span
+    service: str
+
+    def attributes(self) -> dict[str, Any]:
+        values = {}
+        for kv in self.span.attributes:
+            value = kv.value
+            values[kv.key] = getattr(value, value.WhichOneof("value"))
+        return values
+
+
+@dataclass
+class Receiver:
+    """An OTLP/HTTP trace receiver: POST /v1/traces, protobuf bodies."""
+
+    url: str
+    spans: list[Received] = field(default_factory=list)
+
+    def named(self, name: str) -> list[Received]:
+        return [r for r in self.spans if r.span.name == name]
+
+    def children(self, parent: Received) -> list[Received]:
+        return [r for r in self.spans if r.span.parent_span_id == parent.span.span_id]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    lock = threading.Lock()
+    spans: list[Received] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            request = ExportTraceServiceRequest.FromString(body)
+            with lock:
+                for resource_spans in request.resource_spans:
+                    service = next(
+                        (
+                            a.value.string_value
+                            for a in resource_spans.resource.attributes
+                            if a.key == "service.name"
+                        ),
+                        "",
+                    )
+                    for scope in resource_spans.scope_spans:
+                        spans.extend(Received(s, service) for s in scope.spans)
+            answer = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200 if self.path == "/v1/traces" else 404)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}", spans)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def otel_env(receiver: Receiver) -> dict[str, str]:
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "gql-memory-under-test",
+        "OTEL_BSP_SCHEDULE_DELAY": "50",  # export within 50 ms rather than 5 s
+    }
+
+
+def assert_no_content(receiver: Receiver) -> None:
+    for received in receiver.spans:
+        assert SECRET not in received.span.name
+        for value in received.attributes().values():
+            assert SECRET not in str(value), received.span.name
+
+
+async def spans_arrive(receiver: Receiver, done: Any) -> None:
+    async def arrived() -> bool:
+        return bool(done())
+
+    await wait_until(arrived, timeout=60, message=f"spans: {[r.span.name for r in receiver.spans]}")
+
+
+async def test_a_search_over_http_is_one_span_with_its_embedding_and_statements(
+    receiver: Receiver, tmp_path: Path, database_url: str
+) -> None:
+    serve = ServeProcess(
+        tmp_path / "data", env={"DATABASE_URL": database_url, **otel_env(receiver)}
+    ).start()
+    try:
+        async with httpx.AsyncClient(base_url=serve.base_url, timeout=30) as client:
+            added = await client.post(
+                "/graphql",
+                json={
+                    "query": "mutation Add($c: String!) "
+                    "{ addInsight(input: {content: $c}) { id } }",
+                    "variables": {"c": f"The user drinks {SECRET} tea"},
+                },
+            )
+            assert "errors" not in added.json(), added.json()
+            found = await client.post(
+                "/graphql",
+                json={
+                    "query": "query Find($q: String!) { search(query: $q) { id } }",
+                    "variables": {"q": SECRET},
+                },
+                headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+            )
+            assert found.json()["data"]["search"], found.json()
+
+        def search_with_children() -> Received | None:
+            for candidate in receiver.named("search_memory search"):
+                names = {c.span.name for c in receiver.children(candidate)}
+                if any(n.startswith("embeddings ") for n in names) and "SELECT" in names | {
+                    n.split()[0] for n in names
+                }:
+                    return candidate
+            return None
+
+        await spans_arrive(receiver, search_with_children)
+    finally:
+        serve.stop()
+
+    search = search_with_children()
+    assert search is not None
+    # a child of the caller's span, in the caller's trace
+    assert search.span.trace_id.hex() == TRACE_ID
+    assert search.span.parent_span_id.hex() == PARENT_ID
+    assert search.span.kind == Span.SPAN_KIND_SERVER
+    assert search.service == "gql-memory-under-test"
+    attributes = search.attributes()
+    assert attributes["gen_ai.operation.name"] == "search_memory"
+    assert attributes["gen_ai.memory.store.id"] == "default"
+    assert attributes["graphql.operation.type"] == "query"
+    assert "gen_ai.memory.query.text" not in attributes  # content is opt-in
+
+    children = receiver.children(search)
+    [embedding] = [c for c in children if c.span.name.startswith("embeddings ")]
+    assert embedding.span.kind == Span.SPAN_KIND_CLIENT
+    assert embedding.attributes()["gen_ai.operation.name"] == "embeddings"
+    assert embedding.attributes()["gen_ai.provider.name"] == "hash"
+    statements = [c for c in children if c.attributes().get("db.system.name") == "postgresql"]
+    assert statements and all(s.span.kind == Span.SPAN_KIND_CLIENT for s in statements)
+    assert all("db.query.text" in s.attributes() for s in statements)
+
+    [add] = receiver.named("create_memory addInsight")
+    assert add.attributes()["gen_ai.operation.name"] == "create_memory"
+    assert add.span.trace_id != search.span.trace_id  # no traceparent: a trace of its own
+    assert_no_content(receiver)
+
+
+async def test_an_mcp_tool_call_is_a_span_over_the_library_calls_it_makes(
+    receiver: Receiver, database_url: str
+) -> None:
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gql_memory", "mcp", "--namespace", "agent-7"],
+        env={
+            "GQL_MEMORY_EMBEDDING_PROVIDER": "hash",
+            "GQL_MEMORY_LOG_LEVEL": "WARNING",
+            "DATABASE_URL": database_url,
+            **otel_env(receiver),
+        },
+        cwd=str(ROOT),
+    )
+    async with mcp_client(parameters) as client:
+        stored = await client.call_tool("compress_to_l2_insight", {"content": f"Likes {SECRET}"})
+        assert not stored.is_error, stored.content
+        found = await client.call_tool("hybrid_search", {"query": SECRET})
+        assert not found.is_error, found.content
+
+        def tool_with_children() -> Received | None:
+            for tool in receiver.named("search_memory hybrid_search"):
+                for call in receiver.children(tool):
+                    if call.span.name == "search_memory search" and any(
+                        c.span.name.startswith("embeddings ") for c in receiver.children(call)
+                    ):
+                        return tool
+            return None
+
+        await spans_arrive(receiver, tool_with_children)
+
+    tool = tool_with_children()
+    assert tool is not None
+    assert tool.span.kind == Span.SPAN_KIND_SERVER
+    assert tool.attributes()["gen_ai.tool.name"] == "hybrid_search"
+    assert tool.attributes()["gen_ai.memory.store.id"] == "agent-7"
+    [add] = receiver.named("create_memory insights.add")
+    assert add.attributes()["gen_ai.memory.record.id"] == str(stored.structured_content["id"])
+    assert add.attributes()["gen_ai.memory.store.id"] == "agent-7"
+    assert_no_content(receiver)
+
+
+def test_tracing_is_off_without_the_otel_variables() -> None:
+    code = (
+        "from gql_memory.config import Settings; from gql_memory.tracing import tracing_for; "
+        "import sys; print(tracing_for(Settings()), 'opentelemetry.sdk' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "False"]
+
+
+def test_the_base_install_requires_none_of_the_otel_extra() -> None:
+    requirements = [Requirement(line) for line in requires("gql-memory") or []]
+    base = {r.name for r in requirements if r.marker is None}
+    assert not base & OTEL_PACKAGES
+    otel = [r for r in requirements if r.marker and r.marker.evaluate({"extra": "otel"})]
+    assert {r.name for r in otel} == OTEL_PACKAGES
+    assert all(any(s.operator == ">=" for s in r.specifier) for r in otel)
