@@ -375,7 +375,10 @@ class WorkingMemory:
                     working_memory.c.namespace == self.namespace,
                 )
                 .values(
-                    last_accessed=func.clock_timestamp(),
+                    # statement_timestamp(), not clock_timestamp(): Citus refuses a VOLATILE
+                    # function in an UPDATE of a distributed table; this STABLE one it
+                    # evaluates on the coordinator (and it is this statement's own time)
+                    last_accessed=func.statement_timestamp(),
                     mention_count=working_memory.c.mention_count + 1,
                     last_event=counter,
                 )

@@ -74,6 +74,25 @@ async def owner(citus_url: str) -> AsyncIterator[Database]:
     await db.dispose()
 
 
+def create_citus_database(cluster: Cluster, name: str) -> str:
+    """A new database on every node with the citus and vector extensions, its workers added
+    on the coordinator; the owner's URL of it on the coordinator."""
+    coordinator = cluster.coordinator
+    for node in cluster.nodes:
+        node.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
+        node.psql(f"CREATE DATABASE {name}", database="postgres")
+        node.psql("CREATE EXTENSION citus; CREATE EXTENSION vector", database=name)
+    coordinator.psql(f"SELECT citus_set_coordinator_host('127.0.0.1', {coordinator.port})", name)
+    for worker in cluster.workers:
+        coordinator.psql(f"SELECT citus_add_node('127.0.0.1', {worker.port})", name)
+    return coordinator.tcp_url(name)
+
+
+def drop_citus_database(cluster: Cluster, name: str) -> None:
+    for node in cluster.nodes:
+        node.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
+
+
 async def scalar(db: Database, sql: str, **params: Any) -> Any:
     async with db.write() as conn:
         return await conn.scalar(text(sql), params)

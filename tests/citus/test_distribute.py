@@ -6,11 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from sqlalchemy import text
 
 from gql_memory.config import Settings
@@ -19,7 +18,7 @@ from gql_memory.db.distribute import DistributionRefused, distribute, tenant_tab
 from gql_memory.db.migrate import alembic_config, current_revision, head_revision
 from gql_memory.db.tables import GLOBAL_TABLES
 from tests.citus.cluster import Cluster
-from tests.citus.conftest import ROLE
+from tests.citus.conftest import ROLE, create_citus_database, drop_citus_database
 
 GQL_MEMORY = Path(sys.executable).parent / "gql-memory"
 SHARDS_VISIBLE = "SET citus.show_shards_for_app_name_prefixes = '*';"
@@ -32,21 +31,11 @@ def gql_memory(*args: str, database_url: str) -> subprocess.CompletedProcess[str
     )
 
 
-@pytest_asyncio.fixture
-async def fresh(citus_cluster: Cluster) -> AsyncIterator[str]:
+@pytest.fixture
+def fresh(citus_cluster: Cluster) -> Iterator[str]:
     """A database of its own on the coordinator, with Citus and its workers, not migrated."""
-    coordinator = citus_cluster.coordinator
-    name = "fresh_distribution"
-    for node in citus_cluster.nodes:
-        node.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
-        node.psql(f"CREATE DATABASE {name}", database="postgres")
-        node.psql("CREATE EXTENSION citus; CREATE EXTENSION vector", database=name)
-    coordinator.psql(f"SELECT citus_set_coordinator_host('127.0.0.1', {coordinator.port})", name)
-    for worker in citus_cluster.workers:
-        coordinator.psql(f"SELECT citus_add_node('127.0.0.1', {worker.port})", name)
-    yield coordinator.tcp_url(name)
-    for node in citus_cluster.nodes:
-        node.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
+    yield create_citus_database(citus_cluster, "fresh_distribution")
+    drop_citus_database(citus_cluster, "fresh_distribution")
 
 
 def test_migrate_then_distribute_twice(fresh: str, citus_cluster: Cluster) -> None:
