@@ -121,15 +121,23 @@ class PersistedDocuments:
 
     @classmethod
     def for_settings(
-        cls, settings: Settings, observer: ApqObserver | None = None
+        cls,
+        settings: Settings,
+        observer: ApqObserver | None = None,
+        builtin: Mapping[str, str] | None = None,
     ) -> PersistedDocuments:
+        """The configured manifest's documents, and ``builtin``: the documents of the UIs the
+        server itself serves (the dashboard's), trusted whatever the settings, so that its
+        page never meets PERSISTED_QUERY_NOT_FOUND."""
         path = settings.trusted_documents
         if settings.trusted_documents_only and path is None:
             raise ConfigurationError(
                 "GQL_MEMORY_TRUSTED_DOCUMENTS_ONLY needs a manifest: set "
                 "GQL_MEMORY_TRUSTED_DOCUMENTS to its path"
             )
-        trusted = load_manifest(path) if path is not None else {}
+        trusted = dict(builtin or {})
+        if path is not None:
+            trusted |= load_manifest(path)
         if path is not None:
             log.info(
                 "trusted documents: %d from %s; %s",

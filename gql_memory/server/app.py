@@ -124,7 +124,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # rule aborts startup with a message naming it.
         rules_for(settings)
         # so is the trusted-documents manifest (a digest that does not match stops startup)
-        documents = PersistedDocuments.for_settings(settings, observer=metrics)
+        documents = PersistedDocuments.for_settings(
+            settings, observer=metrics, builtin=ui.builtin_documents(settings)
+        )
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         embedder = InstrumentedEmbedder(make_provider(settings), metrics)

@@ -88,9 +88,12 @@ def routes(settings: Settings) -> list[BaseRoute]:
         ]
     if settings.dashboard:
         html = dashboard_html(settings)
+        pages = {
+            needed: html.replace("{{key_needed}}", str(needed).lower()) for needed in (True, False)
+        }
 
         async def dashboard(request: Request) -> Response:
-            return _page(html, DASHBOARD_CSP)
+            return _page(pages[await key_needed(request)], DASHBOARD_CSP)
 
         # /dashboard redirects here (the router's redirect_slashes), so that the page's
         # relative URLs work under any path prefix.
@@ -106,18 +109,43 @@ def routes(settings: Settings) -> list[BaseRoute]:
     return mounted
 
 
-def graphiql_page(default_headers: dict[str, str]) -> HTMLResponse:
-    """GraphiQL's page, sending ``default_headers`` with every HTTP request."""
-    html, policy = _graphiql_html(tuple(default_headers.items()))
+async def key_needed(request: Request) -> bool:
+    """Whether this caller's requests need an API key: what one of them without a key would
+    meet (the loopback rule, GQL_MEMORY_AUTH). The UIs' pages say so, and the dashboard
+    connects by itself where none is needed."""
+    without_key = {k: v for k, v in request.headers.items() if k != "authorization"}
+    anonymous = await request.app.state.authenticator.from_headers(without_key)
+    return anonymous.principal is None
+
+
+def builtin_documents(settings: Settings) -> dict[str, str]:
+    """The dashboard's documents, trusted while it is served (api/persisted.py): its page
+    sends them by id whether or not GQL_MEMORY_TRUSTED_DOCUMENTS is set."""
+    if not settings.dashboard:
+        return {}
+    from gql_memory.api.persisted import load_manifest
+
+    return load_manifest(DASHBOARD_MANIFEST)
+
+
+def graphiql_page(default_headers: dict[str, str], key_needed: bool = True) -> HTMLResponse:
+    """GraphiQL's page, sending ``default_headers`` with every HTTP request; its welcome text
+    asks for an API key if ``key_needed`` (page.js)."""
+    html, policy = _graphiql_html(tuple(default_headers.items()), key_needed)
     return _page(html, policy)
 
 
 @functools.cache
-def _graphiql_html(default_headers: tuple[tuple[str, str], ...]) -> tuple[str, str]:
+def _graphiql_html(
+    default_headers: tuple[tuple[str, str], ...], key_needed: bool
+) -> tuple[str, str]:
     """The page and its Content-Security-Policy, which allows its one inline script by hash."""
     template = (GRAPHIQL_DIR / "index.html").read_text(encoding="utf-8")
     fields = ", ".join(f"{_js_key(name)}: {_js_string(value)}" for name, value in default_headers)
-    html = template.replace("const defaultHeaders = {};", f"const defaultHeaders = {{ {fields} }};")
+    html = template.replace(
+        "const defaultHeaders = {}; const keyNeeded = true;",
+        f"const defaultHeaders = {{ {fields} }}; const keyNeeded = {str(key_needed).lower()};",
+    )
     hashes = " ".join(f"'sha256-{_digest(script)}'" for script in _INLINE_SCRIPT.findall(html))
     return html, GRAPHIQL_CSP.format(inline_scripts=hashes)
 

@@ -57,7 +57,7 @@ from gql_memory.server.media_types import (
 from gql_memory.server.metrics import Metrics
 from gql_memory.server.middleware import error_response
 from gql_memory.server.state import RequestState, request_state
-from gql_memory.server.ui import graphiql_page
+from gql_memory.server.ui import graphiql_page, key_needed
 from gql_memory.tracing import tracing_for
 
 log = logging.getLogger(__name__)
@@ -222,8 +222,10 @@ class MemoryGraphQL(GraphQL[Context, None]):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """GraphiQL with its bundles from this server (gql_memory/server/ui.py), asking for the
-        spec's media type (and JSON from an older server)."""
-        return graphiql_page({"Accept": PREFERRED_ACCEPT})
+        spec's media type (and JSON from an older server). Its welcome text says whether this
+        caller needs an API key: what a request of its without one would meet."""
+        needed = await key_needed(request)
+        return graphiql_page({"Accept": PREFERRED_ACCEPT}, key_needed=needed)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state

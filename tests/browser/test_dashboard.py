@@ -268,3 +268,136 @@ def session_fills(driver: WebDriver) -> dict[str, str]:
     names = texts(driver, "#session-list .session button")
     counts = texts(driver, "#session-list .session .count")
     return dict(zip(names, counts, strict=True))
+
+
+# --- where no key is needed: a loopback server with API keys optional (the default) --------
+
+TRIP = """mutation Trip($s: String!, $a: String!, $b: String!, $c: String!) {
+  storeRawDialogueBatch(input: [
+    {sessionId: $s, speaker: "user", content: $a},
+    {sessionId: $s, speaker: "assistant", content: $b},
+    {sessionId: $s, speaker: "user", content: $c}
+  ]) { id }
+}"""
+TRIP_TURNS = {
+    "a": "I am planning a trip to Berlin in May with Caroline.",
+    "b": "Great! Should I look for a hotel near Museum Island?",
+    "c": "Yes please. Caroline is vegetarian, so we need a restaurant.",
+}
+NOTE = """mutation Note($s: String!, $c: String!) {
+  addWorkingMemory(input: {sessionId: $s, content: $c}) { addedId }
+}"""
+CAPTION = "user: I am planning a trip…"
+
+
+@pytest_asyncio.fixture(scope="module")
+async def local_live(settings: Settings) -> AsyncIterator[LiveServer]:
+    """The server as `make serve` runs it for this machine: API keys optional on 127.0.0.1."""
+    async with serving(settings.with_overrides(working_memory_capacity=CAPACITY)) as server:
+        yield server
+
+
+def open_dashboard(driver: WebDriver, base_url: str) -> None:
+    """The dashboard opened, nothing typed: it connects by itself, both streams live."""
+    driver.get(f"{base_url}/dashboard")
+    WebDriverWait(driver, CONNECT_S, poll_frequency=0.05).until(
+        lambda d: d.find_element(By.ID, "live-status").get_attribute("data-state") == "live"
+    )
+
+
+# Relation labels that cover a node's circle (client rectangles, 1 px of tolerance).
+COVERED = """
+const inner = (e) => { const r = e.getBoundingClientRect();
+  return {l: r.left + 1, r: r.right - 1, t: r.top + 1, b: r.bottom - 1}; };
+const circles = [...document.querySelectorAll('#graph-canvas .node circle')].map(inner);
+return [...document.querySelectorAll('#graph-canvas .relation')].filter((label) => {
+  const a = inner(label);
+  return circles.some((c) => a.l < c.r && c.l < a.r && a.t < c.b && c.t < a.b);
+}).map((label) => label.textContent);
+"""
+
+
+async def test_the_dashboard_connects_by_itself_where_no_key_is_needed(
+    browser: WebDriver, local_live: LiveServer, db: Database
+) -> None:
+    await truncate_all(db)
+    await local_live.data(NOTE, {"s": "default", "c": "An older note"})
+    await local_live.data(TRIP, {"s": "trip", **TRIP_TURNS})
+    await local_live.data(NOTE, {"s": "trip", "c": "Book a vegetarian restaurant"})
+    await local_live.data(INSIGHT, {"c": "Caroline is vegetarian and travels to Berlin in May"})
+    caroline = await local_live.data('{ nodeByName(label: "Entity", name: "Caroline") { id } }')
+
+    def scenario() -> dict[str, Any]:
+        open_dashboard(browser, local_live.base_url)
+        wait = WebDriverWait(browser, CONNECT_S, poll_frequency=0.05)
+        # the most recently active session, not the empty default
+        wait.until(lambda d: d.find_element(By.ID, "focused-session").text == "trip")
+        wait.until(lambda d: len(shown_items(d)) == 1)
+        centre = caroline["nodeByName"]["id"]
+        wait.until(lambda d: centre in texts(d, "#graph-node option", "value"))
+        Select(browser.find_element(By.ID, "graph-node")).select_by_value(centre)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph-canvas .node")) >= 6)
+        save_screenshot(browser, "dashboard-local", full_page=True)
+        return {
+            "message": browser.find_element(By.ID, "message").is_displayed(),
+            "key": browser.execute_script("return sessionStorage.getItem('gql-memory.apiKey')"),
+            "captions": texts(browser, "#graph-canvas .node .label"),
+            "legend": texts(browser, "#graph-legend li"),
+            "covered": browser.execute_script(COVERED),
+            "options": texts(browser, "#graph-node option"),
+        }
+
+    shown = await asyncio.to_thread(scenario)
+    assert not shown["message"]
+    assert shown["key"] is None  # nothing was typed or kept
+    assert CAPTION in shown["captions"], shown["captions"]
+    assert "Caroline" in shown["captions"]
+    assert not [c for c in shown["captions"] if c.isdigit()], shown["captions"]  # no bare ids
+    assert any(item.startswith("Entity (") for item in shown["legend"]), shown["legend"]
+    assert any(item.startswith("Turn (") for item in shown["legend"]), shown["legend"]
+    assert shown["covered"] == [], shown["covered"]
+    assert f"Turn: {CAPTION}" in shown["options"]
+
+    # a stored turn graphs itself (a Turn node, automatically): the node list follows
+    await local_live.data(TURN, {"s": "trip", "c": "Dinner with Bob at Tegel on Friday"})
+    await asyncio.to_thread(
+        WebDriverWait(browser, LIVE_S, poll_frequency=0.05).until,
+        lambda d: "Turn: user: Dinner with Bob at Tegel…" in texts(d, "#graph-node option"),
+    )
+    sent = requests_sent(browser)
+    assert not not_local(sent)
+    # the dashboard's documents are known without GQL_MEMORY_TRUSTED_DOCUMENTS: ids only
+    operations = [json.loads(r["body"]) for r in sent if r["url"].endswith("/graphql")]
+    assert operations and all("documentId" in operation for operation in operations)
+    assert not console_errors(browser)
+
+
+async def test_where_a_key_is_needed_the_page_says_so(
+    browser: WebDriver, operator: tuple[LiveServer, str]
+) -> None:
+    api, _ = operator
+
+    def scenario() -> dict[str, Any]:
+        browser.get(f"{api.base_url}/dashboard")  # a key kept by an earlier test: forgotten
+        browser.execute_script("sessionStorage.clear();")
+        browser.get(f"{api.base_url}/dashboard")
+        requests_sent(browser)
+        browser.get_log("browser")
+        message = WebDriverWait(browser, CONNECT_S, poll_frequency=0.05).until(
+            lambda d: (
+                d.find_element(By.ID, "message")
+                if d.find_element(By.ID, "message").is_displayed()
+                else None
+            )
+        )
+        return {
+            "message": message.text,
+            "state": browser.find_element(By.ID, "live-status").get_attribute("data-state"),
+        }
+
+    shown = await asyncio.to_thread(scenario)
+    assert shown["message"].startswith("This server needs an API key from this browser.")
+    assert shown["state"] == "off"
+    # nothing was sent without a key that could be refused (a 401 is a console error)
+    assert not [r for r in requests_sent(browser) if r["url"].endswith("/graphql")]
+    assert not console_errors(browser)

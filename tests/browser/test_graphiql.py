@@ -163,3 +163,46 @@ async def test_graphiql_keeps_the_key_in_this_tab_only(
         return browser.execute_script(STORED, "localStorage")
 
     assert key not in await asyncio.to_thread(scenario)
+
+
+QUERY_EDITOR = "document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror"
+
+
+def welcome(driver: WebDriver, base_url: str) -> dict[str, Any]:
+    """GraphiQL opened afresh (no query kept from an earlier visit): its editor's first text,
+    and whether that text is wider than the editor."""
+    driver.get(f"{base_url}/graphql")
+    driver.execute_script("sessionStorage.clear(); localStorage.clear();")
+    driver.get(f"{base_url}/graphql")
+    WebDriverWait(driver, LOAD_S, poll_frequency=0.05).until(
+        lambda d: editor(d, ".graphiql-query-editor")
+    )
+    return driver.execute_script(
+        f"const cm = {QUERY_EDITOR};"
+        "const scroll = cm.getScrollInfo();"
+        "return {text: cm.getValue(), overflows: scroll.width > scroll.clientWidth + 1};"
+    )
+
+
+async def test_graphiql_welcome_says_no_key_is_needed_where_none_is(
+    browser: WebDriver, live: LiveServer
+) -> None:
+    def scenario() -> dict[str, Any]:
+        shown = welcome(browser, live.base_url)
+        save_screenshot(browser, "graphiql-welcome")
+        return shown
+
+    shown = await asyncio.to_thread(scenario)
+    assert "No API key is needed from this machine" in shown["text"]
+    assert "Headers tab" not in shown["text"]
+    assert not shown["overflows"], shown["text"]
+    assert not console_errors(browser)
+
+
+async def test_graphiql_welcome_asks_for_a_key_where_one_is_needed(
+    browser: WebDriver, secure_api: LiveServer
+) -> None:
+    shown = await asyncio.to_thread(welcome, browser, secure_api.base_url)
+    assert "This server needs an API key from you" in shown["text"]
+    assert '{"Authorization": "Bearer gqlm_..."}' in shown["text"]
+    assert not shown["overflows"], shown["text"]

@@ -32,6 +32,7 @@ const browser = {
   URL,
   URLSearchParams,
   defaultHeaders: {},
+  keyNeeded: true,
   GraphiQL,
   GraphiQLPluginExplorer: { explorerPlugin: () => ({}) },
   React: { useState: (value) => [value, () => {}], createElement: (type, p) => ({ type, props: p }) },

@@ -1,8 +1,9 @@
 // The memory dashboard: sessions and their working memory, stale memory, hybrid search with
 // its explanation and a graph neighbourhood, kept live by two subscriptions (memoryEvents for
-// the namespace, workingMemoryChanged for the focused session). The API key is kept in
-// sessionStorage (this tab only, gone when it closes) and sent as a bearer token; it never
-// appears in a URL.
+// the namespace, workingMemoryChanged for the focused session). Where the server lets this
+// browser in without a key (a loopback server with API keys optional) it connects by itself;
+// where it does not, the page says a key is needed. The API key is kept in sessionStorage
+// (this tab only, gone when it closes) and sent as a bearer token; it never appears in a URL.
 
 import { Client } from "./client.js";
 import { coalesced, h } from "./dom.js";
@@ -67,13 +68,33 @@ class Dashboard {
     this.resume();
   }
 
-  /** Connects with the key this tab keeps, if it keeps one. */
+  /** Connects with the key this tab keeps, if it keeps one; else without a key if allowed. */
   resume() {
     const saved = sessionStorage.getItem(KEY_STORAGE);
     if (saved !== null) {
       this.keyInput.value = saved;
       this.connect(saved);
+    } else {
+      this.#connectWithoutKey();
     }
+  }
+
+  /** The server said in the page whether this browser needs a key (meta key-needed). */
+  #connectWithoutKey() {
+    if (document.querySelector('meta[name="key-needed"]').content === "false") {
+      this.connect("");
+    } else {
+      this.#askForKey();
+    }
+  }
+
+  #askForKey() {
+    this.message.textContent =
+      "This server needs an API key from this browser. Paste one above and press Connect " +
+      "(a read-only key is enough: gql-memory keys create --namespace <name> --scopes read).";
+    this.message.className = "notice";
+    this.message.hidden = false;
+    this.keyInput.focus();
   }
 
   connect(key) {
@@ -113,6 +134,7 @@ class Dashboard {
 
   report(error) {
     this.message.textContent = error.message ?? String(error);
+    this.message.className = "";
     this.message.hidden = false;
   }
 

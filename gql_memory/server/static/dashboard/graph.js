@@ -1,5 +1,8 @@
 // The graph neighbourhood of one node: the nodes within `depth` hops, each on a ring by its
-// distance, joined by the edges of their shortest paths. Click a node to centre on it.
+// distance, joined by the edges of their shortest paths. Click a node to centre on it. Each
+// node is coloured by its kind (the legend under the picture) and captioned with what it
+// stands for; an edge's relation is written beside it where it fits among the nodes and
+// captions, else shown on hover.
 
 import { coalesced, h, svg } from "./dom.js";
 import { NEIGHBORS, NODES } from "./operations.js";
@@ -8,14 +11,24 @@ const WIDTH = 560;
 const HEIGHT = 380;
 const NODE_RADIUS = 16;
 const PALETTE = ["#1f6f8b", "#c0504d", "#4f8a3c", "#8064a2", "#d08b1f", "#3f7fbf", "#9c5b3c"];
-// memoryEvents kinds that change the graph.
+// memoryEvents kinds that change the graph: its own, and the writes that graph themselves
+// (a stored turn or insight gets a node and edges, an erased one loses them).
 const GRAPH_KINDS = new Set([
   "NODE_ADDED",
   "NODE_DELETED",
   "EDGE_ADDED",
   "EDGE_INVALIDATED",
+  "DIALOGUE_STORED",
+  "INSIGHT_ADDED",
+  "INSIGHT_DELETED",
+  "SESSION_FORGOTTEN",
   "RESYNC",
 ]);
+const CAPTION_WORDS = 5;
+const CAPTION_CHARS = 30;
+// Text boxes for placing labels, in SVG units at these font sizes (style.css).
+const CHAR_WIDTH = { edge: 6, caption: 6.6 };
+const LINE_HEIGHT = 13;
 
 export class GraphView {
   constructor(client, report) {
@@ -24,6 +37,7 @@ export class GraphView {
     this.nodes = document.getElementById("graph-node");
     this.depth = document.getElementById("graph-depth");
     this.canvas = document.getElementById("graph-canvas");
+    this.legend = document.getElementById("graph-legend");
     this.centre = null;
     this.nodes.addEventListener("change", () => this.show(this.nodes.value));
     this.depth.addEventListener("change", () => this.centre && this.show(this.centre));
@@ -40,7 +54,7 @@ export class GraphView {
       const nodes = data.nodes.edges.map((edge) => edge.node);
       this.nodes.replaceChildren(
         h("option", { value: "" }, nodes.length ? "choose a node…" : "no nodes yet"),
-        ...nodes.map((node) => h("option", { value: node.id }, `${node.label}: ${node.name}`)),
+        ...nodes.map((node) => h("option", { value: node.id }, `${node.label}: ${caption(node)}`)),
       );
       const centre = this.centre ?? nodes[0]?.id;
       if (centre) await this.show(centre);
@@ -58,7 +72,8 @@ export class GraphView {
         nodeId,
         depth: Number(this.depth.value),
       });
-      if (data.node) this.#draw(data.node, data.neighbors);
+      // an answer for a node no longer chosen (another was picked meanwhile) is dropped
+      if (data.node && nodeId === this.centre) this.#draw(data.node, data.neighbors);
     } catch (error) {
       this.report(error);
     }
@@ -88,15 +103,91 @@ export class GraphView {
       ),
     );
     relax(positions, [...edges.values()], centre.id);
-    const lines = [...edges.values()]
-      .filter((edge) => positions.has(edge.sourceId) && positions.has(edge.targetId))
-      .map((edge) => drawEdge(edge, positions.get(edge.sourceId), positions.get(edge.targetId)));
-    const nodes = [centre, ...neighbors.map((n) => n.node)].map((node) =>
-      drawNode(node, positions.get(node.id), node.id === centre.id, () => this.show(node.id)),
+    const shown = [centre, ...neighbors.map((n) => n.node)];
+    const kinds = [...new Set(shown.map((node) => node.label))].sort();
+    const colourOf = colours(kinds);
+    const drawn = [...edges.values()].filter(
+      (edge) => positions.has(edge.sourceId) && positions.has(edge.targetId),
     );
-    this.canvas.replaceChildren(defs, ...lines, ...nodes);
-    this.canvas.setAttribute("aria-label", `${neighbors.length} nodes around ${centre.name}`);
+    // what labels must not cover: every node, then each caption and edge label once placed
+    const taken = shown.map((node) => circleBox(positions.get(node.id)));
+    const nodes = shown.map((node) => {
+      const at = positions.get(node.id);
+      const text = caption(node);
+      // within the picture: a caption near its edge is moved in, off its node's centre
+      const half = (text.length * CHAR_WIDTH.caption) / 2;
+      const x = Math.min(WIDTH - 2 - half, Math.max(2 + half, at.x));
+      const below = textBox(x, at.y + NODE_RADIUS + 14, text, CHAR_WIDTH.caption);
+      const above = textBox(x, at.y - NODE_RADIUS - 6, text, CHAR_WIDTH.caption);
+      const [y, box] =
+        fits(below, taken) || !fits(above, taken)
+          ? [NODE_RADIUS + 14, below]
+          : [-NODE_RADIUS - 6, above];
+      taken.push(box);
+      const captionAt = { x: x - at.x, y };
+      const fill = colourOf.get(node.label);
+      return drawNode(node, at, text, captionAt, fill, node.id === centre.id, () =>
+        this.show(node.id),
+      );
+    });
+    const lines = drawn.map((edge) =>
+      drawEdge(edge, positions.get(edge.sourceId), positions.get(edge.targetId)),
+    );
+    const labels = drawn.map((edge) =>
+      edgeLabel(edge, positions.get(edge.sourceId), positions.get(edge.targetId), taken),
+    );
+    this.canvas.replaceChildren(defs, ...lines, ...nodes, ...labels);
+    this.canvas.setAttribute("aria-label", `${neighbors.length} nodes around ${caption(centre)}`);
+    this.legend.replaceChildren(
+      ...kinds.map((kind) => {
+        const swatch = h("span", { class: "swatch" });
+        swatch.style.background = colourOf.get(kind); // CSSOM: the CSP allows no style attribute
+        const count = shown.filter((node) => node.label === kind).length;
+        return h("li", {}, swatch, `${kind} (${count})`);
+      }),
+    );
   }
+}
+
+/** What a node stands for, in a few words: "user: I am planning a trip…", "Caroline". */
+export function caption(node) {
+  if (node.rawDialogue) {
+    return `${node.rawDialogue.speaker}: ${firstWords(node.rawDialogue.content)}`;
+  }
+  if (node.insight) return firstWords(node.insight.content);
+  return firstWords(node.name);
+}
+
+function firstWords(text) {
+  const words = text.split(/\s+/).filter(Boolean);
+  let shown = words.slice(0, CAPTION_WORDS).join(" ");
+  if (shown.length > CAPTION_CHARS) shown = shown.slice(0, CAPTION_CHARS).trimEnd();
+  return shown.length < words.join(" ").length ? `${shown}…` : shown;
+}
+
+function circleBox(at) {
+  return {
+    left: at.x - NODE_RADIUS,
+    right: at.x + NODE_RADIUS,
+    top: at.y - NODE_RADIUS,
+    bottom: at.y + NODE_RADIUS,
+  };
+}
+
+/** The box of a middle-anchored text whose baseline is at (x, y). */
+function textBox(x, y, text, charWidth) {
+  const half = (text.length * charWidth) / 2 + 2;
+  return { left: x - half, right: x + half, top: y - LINE_HEIGHT + 2, bottom: y + 3 };
+}
+
+function fits(box, taken) {
+  return !taken.some(
+    (other) =>
+      box.left < other.right &&
+      other.left < box.right &&
+      box.top < other.bottom &&
+      other.top < box.bottom,
+  );
 }
 
 /**
@@ -190,6 +281,7 @@ function drawEdge(edge, from, to) {
   return svg(
     "g",
     { class: "edge" },
+    svg("title", {}, edge.relation),
     svg("line", {
       x1: from.x + dx * NODE_RADIUS,
       y1: from.y + dy * NODE_RADIUS,
@@ -197,18 +289,28 @@ function drawEdge(edge, from, to) {
       y2: to.y - dy * (NODE_RADIUS + 2),
       "marker-end": "url(#arrow)",
     }),
-    // the relation beside the middle of the line: above a flat one, right of a steep one
-    Math.abs(dx) >= Math.abs(dy)
-      ? svg("text", { x: (from.x + to.x) / 2, y: (from.y + to.y) / 2 - 5 }, edge.relation)
-      : svg(
-          "text",
-          { x: (from.x + to.x) / 2 + 6, y: (from.y + to.y) / 2 + 4, class: "beside" },
-          edge.relation,
-        ),
   );
 }
 
-function drawNode(node, at, isCentre, onclick) {
+/**
+ * The relation written on the first spot along its line (the middle, then further out)
+ * where it covers no node, caption or other label; where none is free, only the line's
+ * tooltip names it.
+ */
+function edgeLabel(edge, from, to, taken) {
+  for (const t of [0.5, 0.4, 0.6, 0.3, 0.7]) {
+    const [x, y] = [from.x + (to.x - from.x) * t, from.y + (to.y - from.y) * t + 4];
+    const box = textBox(x, y, edge.relation, CHAR_WIDTH.edge);
+    if (box.left < 0 || box.right > WIDTH || box.top < 0 || box.bottom > HEIGHT) continue;
+    if (fits(box, taken)) {
+      taken.push(box);
+      return svg("text", { class: "relation", x, y, "data-edge": edge.id }, edge.relation);
+    }
+  }
+  return null;
+}
+
+function drawNode(node, at, text, captionAt, fill, isCentre, onclick) {
   return svg(
     "g",
     {
@@ -217,18 +319,29 @@ function drawNode(node, at, isCentre, onclick) {
       tabindex: 0,
       role: "button",
       "data-id": node.id,
+      "data-label": node.label,
       onclick,
       onkeydown: (event) => event.key === "Enter" && onclick(),
     },
-    svg("title", {}, `${node.label}: ${node.name} (id ${node.id})`),
-    svg("circle", { r: NODE_RADIUS, fill: colour(node.label) }),
-    svg("text", { class: "label", y: NODE_RADIUS + 14 }, node.name),
-    svg("text", { class: "kind", y: 4 }, node.label.slice(0, 3)),
+    svg("title", {}, `${node.label}: ${text} (node ${node.id})`),
+    svg("circle", { r: NODE_RADIUS, fill }),
+    svg("text", { class: "label", x: captionAt.x, y: captionAt.y }, text),
+    svg("text", { class: "kind", y: 4 }, node.label.slice(0, 1)),
   );
 }
 
-function colour(label) {
-  let hash = 0;
-  for (const char of label) hash = (hash * 31 + char.charCodeAt(0)) >>> 0;
-  return PALETTE[hash % PALETTE.length];
+/** Kind -> colour: each kind its own hue from its name, the next free one on a clash. */
+function colours(kinds) {
+  const given = new Map();
+  for (const kind of kinds) {
+    let hash = 0;
+    for (const char of kind) hash = (hash * 31 + char.charCodeAt(0)) >>> 0;
+    const used = new Set(given.values());
+    let index = hash % PALETTE.length;
+    for (let tries = 0; used.has(PALETTE[index]) && tries < PALETTE.length; tries++) {
+      index = (index + 1) % PALETTE.length;
+    }
+    given.set(kind, PALETTE[index]);
+  }
+  return given;
 }

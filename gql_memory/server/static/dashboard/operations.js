@@ -9,10 +9,10 @@ export const STATS = `query DashboardStats {
 }`;
 
 // The API has no list of sessions: the dashboard finds them in recent dialogue turns and
-// archived items, and in live events.
+// archived items (with their times: it opens on the most recently active), and in live events.
 export const SESSIONS = `query DashboardSessions {
-  rawDialogue(sessionId: null, first: 200) { edges { node { sessionId } } }
-  staleMemory(sessionId: null, first: 200) { edges { node { sessionId } } }
+  rawDialogue(sessionId: null, first: 200) { edges { node { sessionId timestamp } } }
+  staleMemory(sessionId: null, first: 200) { edges { node { sessionId archivedAt } } }
 }`;
 
 export const SESSION_FILL = `query DashboardSessionFill($sessionId: String!) {
@@ -53,15 +53,21 @@ export const SEARCH = `query DashboardSearch(
   }
 }`;
 
+// A node's caption: a turn's speaker and first words, an insight's first words, else its name
+// (an automatic node's name is the id of the memory it stands for).
 export const NODES = `query DashboardNodes {
-  nodes(first: 200) { edges { node { id label name } } }
+  nodes(first: 200) {
+    edges {
+      node { id label name rawDialogue { speaker content } insight { content } }
+    }
+  }
 }`;
 
 export const NEIGHBORS = `query DashboardNeighbors($nodeId: ID!, $depth: Int!) {
-  node(id: $nodeId) { id label name }
+  node(id: $nodeId) { id label name rawDialogue { speaker content } insight { content } }
   neighbors(nodeId: $nodeId, depth: $depth) {
     distance
-    node { id label name }
+    node { id label name rawDialogue { speaker content } insight { content } }
     edges { id sourceId targetId relation }
   }
 }`;

@@ -5,11 +5,17 @@
 import { bar, h, score } from "./dom.js";
 import { SEARCH } from "./operations.js";
 
+// What the fused score is, for the bar's tooltip and the note under the form.
+const FUSED =
+  "The two legs' scores combined. DBSF (distribution-based score fusion, the default): each " +
+  "leg's scores are standardised over its best candidates, (score − min) / stdev, then " +
+  "weighted and summed. RRF (reciprocal rank fusion): the sum of weight / (60 + rank).";
+
 const MEASURES = [
   ["vector rank", (hit) => hit.vectorRank && 1 / hit.vectorRank, (hit) => rank(hit.vectorRank)],
   ["text rank", (hit) => hit.textRank && 1 / hit.textRank, (hit) => rank(hit.textRank)],
   ["RRF", (hit) => hit.rrfScore],
-  ["fused", (hit) => hit.fusedScore, (hit) => `${score(hit.fusedScore)} ${hit.fusion}`],
+  ["fused", (hit) => hit.fusedScore, (hit) => `${score(hit.fusedScore)} ${hit.fusion}`, FUSED],
   ["graph boost", (hit) => hit.graphBoost],
   ["session boost", (hit) => hit.sessionBoost],
   ["causal boost", (hit) => hit.causalBoost],
@@ -70,10 +76,10 @@ export class SearchView {
           h(
             "dl",
             { class: "explanation" },
-            MEASURES.map(([name, value, shown], i) => {
+            MEASURES.map(([name, value, shown, about], i) => {
               const v = value(hit) ?? 0;
               return [
-                h("dt", {}, name),
+                h("dt", { title: about ?? null }, name),
                 h(
                   "dd",
                   { class: name === "final" ? "final" : null },

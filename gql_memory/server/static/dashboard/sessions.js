@@ -28,6 +28,7 @@ export class SessionsView {
     this.fills = new Map([[DEFAULT_SESSION, null]]); // session -> [{importance, attention}]
     this.refreshers = new Map();
     this.focused = DEFAULT_SESSION;
+    this.chosen = false; // whether the user picked the focused session
     this.items = [];
     this.changed = null; // the event {kind, itemId} that produced this.items
     this.eventsSeen = 0; // workingMemoryChanged events received
@@ -51,7 +52,7 @@ export class SessionsView {
   }
 
   start() {
-    this.focus(this.focused);
+    this.focus(this.focused, { chosen: false });
     this.discover();
   }
 
@@ -61,7 +62,8 @@ export class SessionsView {
   }
 
   /** Follows one session: its items now, then its workingMemoryChanged events. */
-  focus(session) {
+  focus(session, { chosen = true } = {}) {
+    this.chosen ||= chosen;
     this.stop();
     this.focused = session;
     this.fills.set(session, this.fills.get(session) ?? null);
@@ -109,6 +111,11 @@ export class SessionsView {
       const seen = [...data.rawDialogue.edges, ...data.staleMemory.edges].map((e) => e.node);
       for (const { sessionId } of seen) {
         if (!this.fills.has(sessionId)) this.fills.set(sessionId, null);
+      }
+      // until the user picks one, the page follows the most recently active session
+      const latest = mostRecent(seen);
+      if (!this.chosen && latest && latest !== this.focused) {
+        this.focus(latest, { chosen: false });
       }
       // the focused session's items come with its stream
       const others = [...this.fills.keys()].filter((session) => session !== this.focused);
@@ -231,4 +238,15 @@ export class SessionsView {
     }
     this.table.tBodies[0].replaceChildren(...rows);
   }
+}
+
+/** The session of the newest turn or archived item, or null. */
+function mostRecent(seen) {
+  let latest = null;
+  let when = "";
+  for (const { sessionId, timestamp, archivedAt } of seen) {
+    const at = new Date(timestamp ?? archivedAt).toISOString();
+    if (at > when) [latest, when] = [sessionId, at];
+  }
+  return latest;
 }

@@ -1,17 +1,29 @@
 // GraphiQL for gql-memory: strawberry's page (graphiql.html), served with its bundles from
 // this server. Queries and mutations go over HTTP with the headers editor's headers (put
 // {"Authorization": "Bearer <key>"} there); subscriptions go over graphql-transport-ws, whose
-// connection_init payload carries the same headers. `defaultHeaders` comes from the page.
-/* global React, ReactDOM, GraphiQL, GraphiQLPluginExplorer, defaultHeaders */
+// connection_init payload carries the same headers. `defaultHeaders` comes from the page, and
+// so does `keyNeeded`: whether this browser's requests need an API key on this server.
+// The welcome text's lines stay within the editor's width (at most 50 characters).
+/* global React, ReactDOM, GraphiQL, GraphiQLPluginExplorer, defaultHeaders, keyNeeded */
 "use strict";
 
-const EXAMPLE_QUERY = `# Welcome to GraphiQL for gql-memory
+const WELCOME = keyNeeded
+  ? `# Welcome to GraphiQL for gql-memory.
 #
-# Put your API key in the Headers tab below:
+# This server needs an API key from you. Put it
+# in the Headers tab below:
 #
-#     {"Authorization": "Bearer gqlm_..."}
+#   {"Authorization": "Bearer gqlm_..."}
 #
-# then run a query with Ctrl-Enter (or the play button), e.g.:
+# (\`gql-memory keys create\` makes one), then run
+# the query with Ctrl-Enter or the ▶ button.`
+  : `# Welcome to GraphiQL for gql-memory.
+#
+# No API key is needed from this machine: run the
+# query below with Ctrl-Enter or the ▶ button.
+# The README's tour goes on from here.`;
+
+const EXAMPLE_QUERY = `${WELCOME}
 
 {
   stats {
