@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLIENT_TIMEOUT_MARGIN_S = 2.0
+# When a client should try again after the database was unreachable (a restart, a failover,
+# a Citus worker that holds its namespace down): ``extensions.retryAfterMs``.
+UNAVAILABLE_RETRY_AFTER_S = 1.0
 # How connections name themselves in pg_stat_activity: servers and library users (they
 # read and write memories) apart from migrations and admin commands.
 SERVING_APPLICATION_NAME = "gql-memory"
@@ -192,7 +195,9 @@ def database_errors() -> Iterator[None]:
         raise
     except Exception as exc:
         if _is_unavailable(exc):
-            raise ServiceUnavailableError("The database is unavailable; try again.") from exc
+            raise ServiceUnavailableError(
+                "The database is unavailable; try again.", retry_after_s=UNAVAILABLE_RETRY_AFTER_S
+            ) from exc
         if isinstance(exc, asyncpg.PostgresError):
             raise sqlalchemy.exc.DBAPIError(None, None, exc) from exc
         raise
