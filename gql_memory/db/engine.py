@@ -109,6 +109,10 @@ class Database:
             "hnsw.ef_search": str(settings.hnsw_ef_search),
             # With a namespace filter, keep scanning the HNSW index until enough rows match.
             "hnsw.iterative_scan": "relaxed_order",
+            # Requests are short and many run at once: parallel workers would only add their
+            # start-up to each (a Gather starts them even where its plan branch never runs,
+            # as search's exact scan of a large namespace) and take cores from other tenants.
+            "max_parallel_workers_per_gather": "0",
         }
         if role is not None:
             server_settings["role"] = role

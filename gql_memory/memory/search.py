@@ -38,10 +38,9 @@ from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
 
 MIN_CANDIDATES = 40
-# A search counts a namespace's rows (an index-only scan of the primary key) up to the vector
-# leg's exact-search bound and this many times the text leg's budget: enough to tell which
-# query words have posting lists too long to read (a larger namespace counts as this large).
-SIZE_COUNT_FACTOR = 4
+# The text leg's statistics in a namespace larger than its budget come from this share of the
+# budget, its newest rows (a small namespace's come from all of its rows).
+STATISTICS_SHARE = 4
 _LAYER = {layer.value: layer for layer in MemoryLayer}  # a row's layer name: its member
 # The search's vocabulary, importable from here by the API, the library and tests.
 __all__ = ["Fusion", "HybridSearch", "MemoryLayer", "SearchHit", "SearchWeights"]
@@ -221,8 +220,11 @@ class HybridSearch:
                     "max_matches": self.settings.text_search_max_matches,
                     "rerank": 4 * max(top_k * 4, MIN_CANDIDATES),
                     "count_cap": max(
-                        self.settings.vector_exact_max_rows + 1,
-                        SIZE_COUNT_FACTOR * self.settings.text_search_max_matches,
+                        self.settings.vector_exact_max_rows, self.settings.text_search_max_matches
+                    )
+                    + 1,
+                    "sample_rows": max(
+                        self.settings.text_search_max_matches // STATISTICS_SHARE, 1
                     ),
                     "bm25_k1": self.settings.text_search_bm25_k1,
                     "bm25_b": self.settings.text_search_bm25_b,

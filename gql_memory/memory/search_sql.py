@@ -97,19 +97,28 @@ def _query_words(tsv: str) -> str:
 
 
 def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
-    """The steps of one layer's text leg (see ``text_leg``); every statistic comes from the
-    namespace's own rows.
+    """The steps of one layer's text leg (see ``text_leg``). Every statistic comes from the
+    namespace's own rows, and the rows it ranks are the same whatever plan PostgreSQL picks:
+    another tenant's rows change neither.
 
-    ``size`` (built by legs_sql): the namespace's rows, counted up to :count_cap. ``sample``:
-    the rows the statistics come from: all of them when there are at most :max_matches, else
-    the newest :max_matches. ``corpus``: how many rows the sample holds and their mean length.
-    ``frequency`` and ``weights``: each query lexeme's document frequency in the sample and
-    its BM25 idf. A small namespace is ranked whole: its candidates are the sample's visible
-    rows with a query lexeme (``sample_terms``). In a larger one ``walk`` finds candidates
-    through the rarest lexemes first: the rarest always, then every one whose estimated
-    posting list is no longer than the budget, each with the OR of the ones before it (a row
-    is found once, through its rarest lexeme), until :max_matches rows; ``best`` keeps the
-    :rerank of them found through the rarest lexemes, then holding the most query lexemes.
+    ``size`` (built by legs_sql): the namespace's rows, counted up to :count_cap. A small
+    namespace (at most :max_matches rows) is ranked whole: ``sample`` is all of it, and
+    ``sample_terms`` its rows with their query lexemes, its candidates and its statistics. A
+    larger one takes its statistics from its newest :sample_rows (``sample``).
+
+    ``corpus``: how many rows the sample holds and their mean length. ``frequency`` and
+    ``weights``: each query lexeme's document frequency in the sample, its BM25 idf and its
+    rarity (1 = the rarest).
+
+    In a larger namespace ``steps`` walks the lexemes rarest first (see ``text_leg``). Each
+    step takes the lexeme's rows that hold no rarer lexeme, all of them or none: it reads at
+    most one row more than the budget left (:max_matches in all), none when the sample says
+    they outnumber it, and is complete when they fit. The walk goes on while every step was
+    complete and fewer than :rerank rows are taken (``best`` keeps that many, rarest first:
+    a later lexeme's rows could not enter it). ``candidates``: the rows of the complete
+    steps, and of the lexeme whose rows did not fit its newest, as many as the budget left.
+    ``best`` keeps the :rerank found through the rarest lexemes, then holding the most query
+    lexemes.
     """
     table = LAYERS[layer].table
     valid = LAYERS[layer].valid("t", when)
@@ -119,7 +128,8 @@ def text_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
 sample_{name} AS MATERIALIZED (
     SELECT t.id, t.content_tsv AS tsv, length(t.content_tsv) AS len, {valid} AS visible
     FROM {table} t WHERE t.namespace = :ns
-    ORDER BY t.id DESC LIMIT :max_matches
+    ORDER BY t.id DESC
+    LIMIT CASE WHEN {small} THEN :max_matches ELSE :sample_rows END
 ),
 corpus_{name} AS MATERIALIZED (
     SELECT count(*) AS docs, greatest(CAST(avg(len) AS float8), 1) AS avg_len FROM sample_{name}
@@ -137,7 +147,7 @@ frequency_{name} AS MATERIALIZED (
     WHERE {small}
     GROUP BY ql.lexeme
     UNION ALL
-    -- a larger one's sample only counts (its candidates are the walk's)
+    -- a larger one's sample only counts
     SELECT ql.lexeme, (SELECT count(*) FROM sample_{name} s WHERE s.tsv @@ ql.q)
     FROM query_lexemes ql
     WHERE NOT {small}
@@ -150,26 +160,52 @@ weights_{name} AS MATERIALIZED (
     CROSS JOIN corpus_{name} c
 ),
 walk_{name} AS MATERIALIZED (
-    SELECT w.q, w.rarity,
+    SELECT w.q, w.rarity, w.df,
            (SELECT CAST(string_agg(p.quoted, ' | ') AS tsquery) FROM weights_{name} p
             WHERE p.rarity < w.rarity) AS rarer
-    FROM weights_{name} w, corpus_{name} c
+    FROM weights_{name} w
     WHERE NOT {small}
-      AND (w.rarity = 1 OR w.df * (SELECT n FROM size_{name}) <= :max_matches * c.docs)
+),
+steps_{name}(rarity, before, taken, ids, tsvs, complete) AS (
+    SELECT CAST(0 AS bigint), CAST(0 AS bigint), CAST(0 AS bigint), CAST(ARRAY[] AS bigint[]),
+           CAST(ARRAY[] AS tsvector[]), true
+    UNION ALL
+    -- a lexeme's rows up to one more than the budget left: all of them when they fit (none
+    -- read when the sample says they outnumber it: at least df / docs of the rows counted)
+    SELECT w.rarity, s.taken, s.taken + f.found, f.ids, f.tsvs, f.found < p.probe
+    FROM steps_{name} s JOIN walk_{name} w ON w.rarity = s.rarity + 1
+    CROSS JOIN corpus_{name} c
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN w.df * (SELECT n FROM size_{name}) <= (:max_matches - s.taken) * c.docs
+                    THEN :max_matches - s.taken + 1 ELSE 0 END AS probe
+    ) p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS found, array_agg(x.id) AS ids, array_agg(x.content_tsv) AS tsvs
+        FROM (SELECT t.id, t.content_tsv FROM {table} t
+              WHERE t.namespace = :ns AND t.content_tsv @@ w.q
+                AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer) AND {valid}
+              LIMIT p.probe) x
+    ) f
+    -- on while every step took all its rows and fewer than best keeps are taken (the rows
+    -- of rarer lexemes come first there: a later lexeme's could not enter it)
+    WHERE s.complete AND s.taken < :rerank
 ),
 candidates_{name} AS MATERIALIZED (
-    -- the walk reads its lexemes rarest first, each one's rows newest first (the same rows
-    -- whatever plan PostgreSQL picks), and stops at the budget
-    SELECT found.id, found.content_tsv AS tsv, w.rarity
-    FROM (SELECT * FROM walk_{name} ORDER BY rarity) w
+    SELECT u.id, s.rarity, u.tsv
+    FROM steps_{name} s CROSS JOIN LATERAL unnest(s.ids, s.tsvs) u(id, tsv)
+    WHERE s.complete AND s.rarity > 0
+    UNION ALL
+    -- the lexeme whose rows did not fit: its newest rows, as many as the budget left
+    SELECT found.id, s.rarity, found.content_tsv
+    FROM steps_{name} s JOIN walk_{name} w ON w.rarity = s.rarity
     CROSS JOIN LATERAL (
         SELECT t.id, t.content_tsv FROM {table} t
         WHERE t.namespace = :ns AND t.content_tsv @@ w.q
           AND (w.rarer IS NULL OR NOT t.content_tsv @@ w.rarer) AND {valid}
         ORDER BY t.id DESC
-        LIMIT :max_matches
+        LIMIT :max_matches - s.before
     ) found
-    LIMIT :max_matches
+    WHERE NOT s.complete
 ),
 best_{name} AS MATERIALIZED (
     -- the candidates BM25 scores: those found through the rarest lexemes (the highest idf),
@@ -215,7 +251,7 @@ def text_leg(layer: MemoryLayer) -> str:
     Ranking reads every candidate row, so at most :max_matches rows are ranked: a namespace
     that small whole, a larger one through its rarest lexemes first (term-at-a-time retrieval
     with a bounded number of accumulators, most informative terms first: Moffat & Zobel's
-    "continue" strategy), its statistics from its newest :max_matches rows. A frequent lexeme
+    "continue" strategy), its statistics from its newest :sample_rows rows. A frequent lexeme
     that finds no rows of its own still scores in every candidate that has it.
     """
     name = layer.value.lower()
@@ -250,7 +286,7 @@ size_{layer.value.lower()} AS MATERIALIZED (
         if text:
             legs.append(text_leg(layer))
             ctes.append(text_ctes(layer, when))
-    return "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
+    return "WITH RECURSIVE " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
 
 
 def content_sql(layers: Iterable[MemoryLayer]) -> str:

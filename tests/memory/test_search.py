@@ -404,6 +404,7 @@ async def test_a_small_namespace_is_ranked_whole_without_walking(
         "max_matches": settings.text_search_max_matches,
         "count_cap": 5001,
         "rerank": 160,
+        "sample_rows": 250,
         "bm25_k1": settings.text_search_bm25_k1,
         "bm25_b": settings.text_search_bm25_b,
         "exact_rows": settings.vector_exact_max_rows,
