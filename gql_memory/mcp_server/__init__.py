@@ -22,7 +22,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, Tool
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
@@ -80,11 +80,10 @@ class MemoryMCPServer(MCPServer[None]):
         tracing = self.store.tracing
         if tracing is None:
             return await self._call_tool(name, arguments, context)
+        # a child of the SDK's own "tools/call <tool>" server span (which continues the
+        # caller's _meta.traceparent): the memory operation the call is
         with tracing.operation(
-            name,
-            self.store.namespace,
-            kind=SpanKind.SERVER,
-            attributes={TOOL_NAME: name, MCP_METHOD_NAME: "tools/call"},
+            name, self.store.namespace, attributes={TOOL_NAME: name, MCP_METHOD_NAME: "tools/call"}
         ) as span:
             result = await self._call_tool(name, arguments, context)
             if isinstance(result, CallToolResult) and result.is_error:
