@@ -135,7 +135,10 @@ CHECKS: dict[str, Callable[[Any], bool]] = {
     "rawDialogue": lambda page: len(page["edges"]) == 2,
     "hotel": lambda added: added["currentCount"] == 2,
     "workingMemory": budget_attention_decayed,
-    "accessWorkingMemory": lambda item: item["mentionCount"] == 1,
+    # step 3's text: its importance again (0.5) plus one mention's 0.05
+    "accessWorkingMemory": lambda item: (
+        item["mentionCount"] == 1 and abs(item["attention"] - 0.55) < 1e-9
+    ),
     "archived": lambda item: item["reason"] == "MANUAL_ARCHIVE",
     "restoreStaleMemory": lambda added: added["addedId"] is not None,
     "ingestToolOutput": lambda result: result["stored"] and result["ruleId"] == "bash-git-commit",
