@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -12,7 +13,17 @@ from sqlalchemy import text
 
 from gql_memory.db import Database
 from gql_memory.keys import ApiKeyStore, generate_secret
-from gql_memory.server.logs import JsonFormatter, RedactingFormatter, redact
+from gql_memory.server.logs import (
+    JsonFormatter,
+    MigrationSteps,
+    RedactingFormatter,
+    TerminalFormatter,
+    above_progress,
+    log_config,
+    redact,
+    resolved_format,
+    terminal_handler,
+)
 from tests.conftest import LiveServer
 
 
@@ -189,3 +200,72 @@ def test_values_quoted_by_the_driver_or_postgresql_are_hidden(message: str, kept
             failing.exc_info = sys.exc_info()
         line = formatter.format(failing)
         assert MARKER not in line and kept in line.replace("\\n", "\n")
+
+
+# --- on a terminal, and beside a progress bar ------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_auto_is_readable_lines_on_a_terminal_and_json_elsewhere() -> None:
+    assert resolved_format("auto", Terminal()) == "terminal"
+    assert resolved_format("auto", io.StringIO()) == "json"
+    assert resolved_format("json", Terminal()) == "json"  # the setting wins either way
+    assert resolved_format("text", io.StringIO()) == "text"
+    handler = log_config("INFO", "json")["handlers"]["default"]
+    assert handler["class"] == "logging.StreamHandler"
+
+
+def test_a_migration_step_is_one_line_with_its_title() -> None:
+    step = record(
+        "Running upgrade %s -> %s, %s",
+        "0005",
+        "0006",
+        "Record how vectors were embedded; the lexical\nembedder is now 'hash'. More.\n\nBody",
+    )
+    assert MigrationSteps().filter(step)
+    assert step.getMessage() == (
+        "migrating to 0006: Record how vectors were embedded; the lexical embedder is now 'hash'"
+    )
+    assert not MigrationSteps().filter(record("Context impl PostgresqlImpl."))
+    assert not MigrationSteps().filter(record("Will assume transactional DDL."))
+
+
+def test_terminal_lines_are_redacted_and_on_one_line() -> None:
+    secret = "gqlm_" + "A" * 30
+    line = TerminalFormatter().format(record("key %s\nforged line", secret))
+    assert secret not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("kind", ["terminal", "plain"])
+def test_log_lines_are_printed_above_a_progress_bar(kind: str) -> None:
+    """`gql-memory import`: a log line never lands inside the bar's line."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    shown = io.StringIO()
+    handler = terminal_handler() if kind == "terminal" else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TerminalFormatter() if kind == "terminal" else RedactingFormatter())
+    before = getattr(handler, "console", None) or getattr(handler, "stream", None)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        console = Console(file=shown, force_terminal=True, width=100)
+        with Progress(console=console) as bar, above_progress(bar.console):
+            task = bar.add_task("importing transcript.jsonl", total=2)
+            bar.update(task, completed=1)
+            logging.getLogger("gql_memory.test").warning("between two batches")
+            bar.update(task, completed=2)
+    finally:
+        root.removeHandler(handler)
+    # the handler is as it was after the bar
+    assert (getattr(handler, "console", None) or getattr(handler, "stream", None)) is before
+    lines = [ANSI.sub("", line).strip() for line in re.split(r"[\r\n]", shown.getvalue())]
+    logged = [line for line in lines if "between two batches" in line]
+    assert logged, shown.getvalue()
+    assert all("importing" not in line for line in logged), logged
