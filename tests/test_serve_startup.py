@@ -108,6 +108,18 @@ def read_until(fd: int, process: subprocess.Popen[bytes], marker: str) -> str:
     return ANSI.sub("", seen.decode(errors="replace"))
 
 
+def import_beside(data_dir: Path, transcript: Path) -> subprocess.CompletedProcess[str]:
+    """`gql-memory import` into the data dir of a running serve (it attaches to its server)."""
+    transcript.write_text('{"session_id": "s", "speaker": "user", "content": "hello"}\n')
+    return subprocess.run(
+        [str(GQL_MEMORY), "import", str(transcript), "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        env=serve_env(),
+        timeout=HANG_GUARD_S,
+    )
+
+
 def test_on_a_terminal_logs_are_readable_lines_under_a_banner(scratch_dir: Path) -> None:
     port = free_port()
     data_dir = scratch_dir / "data"
@@ -122,6 +134,7 @@ def test_on_a_terminal_logs_are_readable_lines_under_a_banner(scratch_dir: Path)
     os.close(terminal)
     try:
         shown = read_until(controller, process, "Application startup complete")
+        imported = import_beside(data_dir, scratch_dir / "turns.jsonl")
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(HANG_GUARD_S)
@@ -141,3 +154,9 @@ def test_on_a_terminal_logs_are_readable_lines_under_a_banner(scratch_dir: Path)
         ("API keys", "optional: callers on this machine need none"),
     ):
         assert re.search(rf"^  {name} +{re.escape(value)}\s*$", banner, re.M), banner
+
+    # an import beside the running server says it uses that server, and starts none
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 1 of 1 turn" in imported.stdout
+    assert "using the embedded PostgreSQL already running in" in imported.stderr
+    assert "starting embedded PostgreSQL" not in imported.stderr
