@@ -82,7 +82,7 @@ def chrome() -> Iterator[WebDriver]:
         reason = f"chromium does not start here: {exc.msg}"
         print(f"SKIPPED: {reason}")
         pytest.skip(reason)
-    driver.set_script_timeout(10)
+    driver.set_script_timeout(30)  # a hang guard, not a bound
     yield driver
     driver.quit()
 

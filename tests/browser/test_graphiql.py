@@ -25,8 +25,8 @@ STATS = "{ stats { workingMemory } }"
 WATCH = "subscription { workingMemoryChanged { event { kind } items { content } } }"
 # GraphiQL fetches the schema as it loads, before the key is in its headers editor
 UNAUTHENTICATED = "the server responded with a status of 401"
-LOAD_S = 20  # the first load parses 1.5 MB of GraphiQL on a busy machine
-RESULT_S = 10
+LOAD_S = 60  # a hang guard: the first load parses 1.5 MB of GraphiQL on a busy machine
+RESULT_S = 30
 
 
 def editor(driver: WebDriver, selector: str) -> Any:
