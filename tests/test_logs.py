@@ -240,6 +240,14 @@ def test_terminal_lines_are_redacted_and_on_one_line() -> None:
     secret = "gqlm_" + "A" * 30
     line = TerminalFormatter().format(record("key %s\nforged line", secret))
     assert secret not in line and "\n" not in line
+    access = record(
+        "POST /graphql 200",
+        operations=["mutation Add\nforged"],
+        error_codes=["BAD_USER_INPUT"],
+        duration_ms=3.25,
+    )
+    line = TerminalFormatter().format(access)
+    assert line == "POST /graphql 200  mutation Add\\nforged  BAD_USER_INPUT  3.25 ms"
 
 
 @pytest.mark.parametrize("kind", ["terminal", "plain"])

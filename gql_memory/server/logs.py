@@ -150,11 +150,19 @@ def _indented(text: str) -> str:
 
 
 class TerminalFormatter(logging.Formatter):
-    """The message alone, redacted and on one line (the terminal handler draws the time and
-    the level in columns of their own); a traceback indented under it."""
+    """The message, redacted and on one line (the terminal handler draws the time and the
+    level in columns of their own), a request's operations, error codes and duration after
+    it; a traceback indented under it."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = escape_controls(redact(record.getMessage()))
+        parts = [record.getMessage()]
+        extra = record.__dict__
+        for key in ("operations", "error_codes"):
+            if extra.get(key):
+                parts.append(", ".join(map(str, extra[key])))
+        if isinstance(extra.get("duration_ms"), int | float):
+            parts.append(f"{extra['duration_ms']:g} ms")
+        text = escape_controls(redact("  ".join(parts)))
         if record.exc_info:
             text += "\n" + _indented(redact(self.formatException(record.exc_info)))
         return text
