@@ -33,6 +33,9 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 pg_stat_statements.track = all
+# the embedded build lets only listed libraries decode WAL; Citus moves and splits shards
+# through its own output plugin
+output_plugin_libraries = 'pgoutput, test_decoding, citus'
 citus.log_distributed_deadlock_detection = off
 log_min_messages = warning
 """
