@@ -45,6 +45,14 @@ class ServiceUnavailableError(GqlMemoryError):
         return {"retryAfterMs": max(1, math.ceil(self.retry_after_s * 1000))}
 
 
+class DatabaseMisconfiguredError(GqlMemoryError):
+    """The database refused the server for a reason only its operator can fix (a role that
+    may not log in, a missing privilege or function); trying again does not help until then.
+    The server's log names the cause (gql_memory.db.refusals)."""
+
+    code = "SERVICE_UNAVAILABLE"
+
+
 class ConfigurationError(GqlMemoryError):
     """The server cannot start with this configuration; the message says how to fix it."""
 

@@ -13,7 +13,8 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from gql_memory.config import LIVE_EVENTS_OPTION, NAMESPACE_SETTING, Settings
-from gql_memory.errors import GqlMemoryError, ServiceUnavailableError
+from gql_memory.db.refusals import operator_advice
+from gql_memory.errors import DatabaseMisconfiguredError, GqlMemoryError, ServiceUnavailableError
 
 if TYPE_CHECKING:
     from gql_memory.db.positions import ReadSession
@@ -25,6 +26,10 @@ CLIENT_TIMEOUT_MARGIN_S = 2.0
 # When a client should try again after the database was unreachable (a restart, a failover,
 # a Citus worker that holds its namespace down): ``extensions.retryAfterMs``.
 UNAVAILABLE_RETRY_AFTER_S = 1.0
+MISCONFIGURED_MESSAGE = (
+    "The database refused this server: a configuration problem its operator must fix "
+    "(the server's log names it)."
+)
 # How connections name themselves in pg_stat_activity: servers and library users (they
 # read and write memories) apart from migrations and admin commands.
 SERVING_APPLICATION_NAME = "gql-memory"
@@ -198,6 +203,11 @@ def database_errors() -> Iterator[None]:
     except GqlMemoryError:
         raise
     except Exception as exc:
+        advice = operator_advice(exc)
+        if advice is not None:
+            cause, remedy = advice
+            log.error("the database refused this server: %s; %s", cause, remedy)
+            raise DatabaseMisconfiguredError(MISCONFIGURED_MESSAGE) from exc
         if _is_unavailable(exc):
             raise ServiceUnavailableError(
                 "The database is unavailable; try again.", retry_after_s=UNAVAILABLE_RETRY_AFTER_S
