@@ -98,70 +98,6 @@ async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | No
         return revision, await ApiKeyStore(rt.db).count_active(), summary(rt.embedder)
 
 
-async def _check_embedding_server(settings: Settings) -> None:
-    """serve's startup check of an embedding server (GQL_MEMORY_EMBEDDING_STARTUP_CHECK_S):
-    one embedding or a ConfigurationError naming the URL and the cause. The in-process
-    embedders need none."""
-    from gql_memory.embeddings import provider_kind
-
-    if settings.embedding_startup_check_s <= 0 or provider_kind(settings) != "openai":
-        return
-    from gql_memory.embeddings.openai import OpenAIEmbedder
-
-    embedder = OpenAIEmbedder(settings)
-    try:
-        await embedder.check(settings.embedding_startup_check_s)
-    finally:
-        await embedder.aclose()
-    log.info("embedding server at %s answered", embedder.base_url)
-
-
-def _refuse_a_port_in_use(host: str, port: int) -> None:
-    """One line before PostgreSQL starts, instead of uvicorn's errno after the startup: bind
-    the address as uvicorn will (SO_REUSEADDR), then let it go. Other errors (an address not
-    of this machine) are uvicorn's to report."""
-    import errno
-    import socket
-
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror:
-        return
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                _fail(f"port {port} is in use; set GQL_MEMORY_PORT or --port")
-
-
-def _banner(settings: Settings, mode: str, data_dir: Path | None, embedder: str) -> str:
-    """What serve prints once the database is ready: where to go, and what it runs with."""
-    base = f"http://{settings.host}:{settings.port}"
-    if ":" in settings.host:  # an IPv6 address
-        base = f"http://[{settings.host}]:{settings.port}"
-    rows = [("GraphiQL" if settings.graphiql else "GraphQL", f"{base}/graphql")]
-    if settings.dashboard:
-        rows.append(("dashboard", f"{base}/dashboard/"))
-    if data_dir is not None:
-        rows.append(("data dir", f"{data_dir} (embedded PostgreSQL)"))
-    else:
-        rows.append(("database", "DATABASE_URL (external PostgreSQL)"))
-    rows.append(("embedder", embedder))
-    if mode == "required":
-        keys = "required: send 'Authorization: Bearer <key>' (gql-memory keys create)"
-    elif settings.insecure:
-        keys = "optional: anyone who can reach this address needs none (--insecure)"
-    else:
-        keys = "optional: callers on this machine need none"
-    rows.append(("API keys", keys))
-    lines = [f"  {name:<10} {value}" for name, value in rows]
-    return "\n".join(["gql-memory is serving:", *lines, "  (Ctrl-C stops it)"])
-
-
 def _prepare_metrics_dir(path: Path) -> None:
     """Multiprocess metrics: a directory without stale files, announced to every worker."""
     from gql_memory.server.metrics import prepare_multiprocess_dir
@@ -227,6 +163,7 @@ def serve(
     from gql_memory.memory.rules import rules_for
     from gql_memory.server.connections import bounded_http_protocol
     from gql_memory.server.logs import configure_logging, log_config
+    from gql_memory.server.startup import banner, check_embedding_server, refuse_a_port_in_use
 
     settings = _settings(
         host=host, port=port, workers=workers, data_dir=data_dir, insecure=insecure or None
@@ -239,8 +176,8 @@ def serve(
     try:
         rules_for(settings)  # a bad extraction rule stops here, before PostgreSQL starts
         check_exposure(settings)  # before starting anything; the key count is checked below
-        _refuse_a_port_in_use(settings.host, settings.port)
-        asyncio.run(_check_embedding_server(settings))  # a wrong URL stops here too
+        refuse_a_port_in_use(settings.host, settings.port)
+        asyncio.run(check_embedding_server(settings))  # a wrong URL stops here too
         # PostgreSQL stays up while uvicorn's workers (other processes) use it; this process
         # supervises it (restarts it when it dies), whatever the number of workers
         with (
@@ -266,7 +203,7 @@ def serve(
                 os.environ["GQL_MEMORY_EMBEDDED_STATE_FILE"] = str(embedded_state.path)
             os.environ["GQL_MEMORY_INSECURE"] = "true" if settings.insecure else "false"
             data = embedded.data_dir if embedded is not None else None
-            typer.echo(_banner(settings, mode, data, embedder))
+            typer.echo(banner(settings, mode, data, embedder))
             uvicorn.run(
                 "gql_memory.server.app:create_app",
                 factory=True,
