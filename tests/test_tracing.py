@@ -264,3 +264,40 @@ def test_the_base_install_requires_none_of_the_otel_extra() -> None:
     otel = [r for r in requirements if r.marker and r.marker.evaluate({"extra": "otel"})]
     assert {r.name for r in otel} == OTEL_PACKAGES
     assert all(any(s.operator == ">=" for s in r.specifier) for r in otel)
+
+
+LIBRARY_SCRIPT = """
+import sys
+from gql_memory import MemoryStore
+
+with MemoryStore(sys.argv[1], namespace="lib") as store:
+    insight = store.insights.add("The user drinks " + sys.argv[2])
+    hits = store.search(sys.argv[2], session_id=None)
+    assert [h.id for h in hits] == [insight.id], hits
+    print(insight.id)
+"""
+
+
+async def test_the_synchronous_library_traces_each_call(
+    receiver: Receiver, database_url: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "GQL_MEMORY_"))}
+    env |= {"GQL_MEMORY_EMBEDDING_PROVIDER": "hash", **otel_env(receiver)}
+    done = subprocess.run(
+        [sys.executable, "-c", LIBRARY_SCRIPT, database_url, SECRET],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    # the process flushed its spans before it exited (the SDK's shutdown at exit)
+    [add] = receiver.named("create_memory insights.add")
+    assert add.attributes()["gen_ai.memory.record.id"] == done.stdout.strip()
+    assert add.attributes()["gen_ai.memory.store.id"] == "lib"
+    [search] = receiver.named("search_memory search")
+    assert search.span.kind == Span.SPAN_KIND_INTERNAL
+    assert any(c.span.name.startswith("embeddings ") for c in receiver.children(search))
+    assert any(c.attributes().get("db.system.name") for c in receiver.children(search))
+    assert_no_content(receiver)

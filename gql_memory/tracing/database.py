@@ -1,7 +1,8 @@
 """Database statements as client spans (children of the operation that runs them), from
-SQLAlchemy's cursor events: cheaper than the SQLAlchemy instrumentation package (no
-statement parsing, no connection-string attributes; docs/observability.md), and no
-dependency. The statement's text is parameterized: values never reach a span."""
+SQLAlchemy's cursor events. Not the SQLAlchemy instrumentation package: its 0.66b1 instruments
+"sqlalchemy >= 1.0.0, < 2.1.0" only and does nothing on the 2.1 this project runs; these two
+listeners need no dependency and parse nothing. The statement's text is parameterized: values
+never reach a span."""
 
 from __future__ import annotations
 

@@ -25,6 +25,11 @@ class TracedLayer:
         self._namespace = namespace
         self._tracing = tracing
 
+    async def _traced_layer(self) -> None:
+        """Never called: the synchronous ``MemoryStore`` proxies the objects whose class has
+        a coroutine method (loop_thread._is_service), and this one's come through
+        ``__getattr__``."""
+
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._inner, name)
         if name.startswith("_") or not inspect.iscoroutinefunction(value):
