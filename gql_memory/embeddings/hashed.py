@@ -8,6 +8,7 @@ salted hash), L2-normalised, a few thousand short texts per second in pure Pytho
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import zlib
@@ -51,6 +52,7 @@ SUFFIXES = (
 )
 
 
+@functools.lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A crude suffix stripper: 'resetting' -> 'reset', 'deployment' -> 'deploy'."""
     for suffix in SUFFIXES:
@@ -60,6 +62,26 @@ def stem(word: str) -> str:
                 word = word[:-1]
             return word
     return word
+
+
+@functools.lru_cache(maxsize=65_536)
+def word_features(word: str) -> tuple[tuple[str, float], ...]:
+    """A word's own features: itself, its stem and its stem's character trigrams (the same
+    for every text, so computed once per word: a long text costs a lookup per word)."""
+    root = stem(word)
+    padded = f"<{root}>"
+    trigrams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+    share = TRIGRAMS_PER_WORD_WEIGHT / len(trigrams)
+    return (
+        ("w:" + word, WORD_WEIGHT),
+        ("s:" + root, STEM_WEIGHT),
+        *(("c:" + trigram, share) for trigram in trigrams),
+    )
+
+
+@functools.lru_cache(maxsize=262_144)
+def crc32(feature: str) -> int:
+    return zlib.crc32(feature.encode())
 
 
 class HashEmbedder:
@@ -88,13 +110,8 @@ class HashEmbedder:
 
         words = [w for w in WORD.findall(text[:MAX_CHARS].lower()) if w not in STOP_WORDS]
         for word in words:
-            add("w:" + word, WORD_WEIGHT)
-            root = stem(word)
-            add("s:" + root, STEM_WEIGHT)
-            padded = f"<{root}>"
-            trigrams = [padded[i : i + 3] for i in range(len(padded) - 2)]
-            for trigram in trigrams:
-                add("c:" + trigram, TRIGRAMS_PER_WORD_WEIGHT / len(trigrams))
+            for key, weight in word_features(word):
+                add(key, weight)
         for first, second in zip(words, words[1:], strict=False):
             add(f"b:{stem(first)} {stem(second)}", BIGRAM_WEIGHT)
         return counts
@@ -102,7 +119,7 @@ class HashEmbedder:
     def embed_one(self, text: str) -> Vector:
         vector = [0.0] * self.dim
         for feature, weight in self.features(text).items():
-            digest = zlib.crc32(feature.encode())
+            digest = crc32(feature)
             sign = 1.0 if digest & 0x80000000 else -1.0
             # sublinear: repeated terms count, but less than linearly
             vector[digest % self.dim] += sign * math.sqrt(weight)
