@@ -215,7 +215,16 @@ async def test_an_mcp_tool_call_is_a_span_over_the_library_calls_it_makes(
     async with mcp_client(parameters) as client:
         stored = await client.call_tool("compress_to_l2_insight", {"content": f"Likes {SECRET}"})
         assert not stored.is_error, stored.content
-        found = await client.call_tool("hybrid_search", {"query": SECRET})
+        created = await client.call_tool(
+            "create_entities",
+            {"entities": [{"name": "Ann", "entityType": "person", "observations": []}]},
+        )
+        assert not created.is_error, created.content
+        found = await client.call_tool(
+            "hybrid_search",
+            {"query": SECRET},
+            meta={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},  # MCP's trace context
+        )
         assert not found.is_error, found.content
 
         def tool_with_children() -> Received | None:
@@ -235,12 +244,19 @@ async def test_an_mcp_tool_call_is_a_span_over_the_library_calls_it_makes(
     [request] = [r for r in receiver.spans if r.span.span_id == tool.span.parent_span_id]
     assert request.span.name == "tools/call hybrid_search"
     assert request.span.kind == Span.SPAN_KIND_SERVER
+    assert request.span.trace_id.hex() == TRACE_ID  # the caller's trace
+    assert request.span.parent_span_id.hex() == PARENT_ID
     assert tool.span.kind == Span.SPAN_KIND_INTERNAL
     assert tool.attributes()["gen_ai.tool.name"] == "hybrid_search"
     assert tool.attributes()["gen_ai.memory.store.id"] == "agent-7"
     [add] = receiver.named("create_memory insights.add")
     assert add.attributes()["gen_ai.memory.record.id"] == str(stored.structured_content["id"])
     assert add.attributes()["gen_ai.memory.store.id"] == "agent-7"
+    # the reference memory tools too: the tool, then the knowledge graph's call
+    [entities] = receiver.named("create_memory create_entities")
+    assert [c.span.name for c in receiver.children(entities)] == [
+        "create_memory knowledge_graph.create_entities"
+    ]
     assert_no_content(receiver)
 
 

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gql_memory.tracing.spans import Tracing
 
-LAYERS = ("raw", "working", "stale", "insights", "episodes", "graph", "extraction")
+LAYERS = (
+    "raw",
+    "working",
+    "stale",
+    "insights",
+    "episodes",
+    "graph",
+    "knowledge_graph",
+    "extraction",
+)
 CALLS = ("search", "context", "stats", "forget_session")
 
 
