@@ -194,6 +194,7 @@ async def test_a_search_over_http_is_one_span_with_its_embedding_and_statements(
 
     [add] = receiver.named("create_memory addInsight")
     assert add.attributes()["gen_ai.operation.name"] == "create_memory"
+    assert add.attributes()["gen_ai.memory.record.id"] == added.json()["data"]["addInsight"]["id"]
     assert add.span.trace_id != search.span.trace_id  # no traceparent: a trace of its own
     assert_no_content(receiver)
 

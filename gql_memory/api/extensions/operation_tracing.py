@@ -5,7 +5,8 @@ The span is a server span, child of the caller's ``traceparent`` when the reques
 named ``"<gen_ai.operation.name> <root field>"`` (``search_memory search``, ``create_memory
 addWorkingMemory``): the root field, not the client-chosen operation name, as for the
 metrics. Its attributes are the caller's namespace (``gen_ai.memory.store.id``), the
-operation type and, with GQL_MEMORY_TRACE_CONTENT, the ``query`` variable. Embedding calls
+operation type, the id a write returned (``gen_ai.memory.record.id``, when selected) and,
+with GQL_MEMORY_TRACE_CONTENT, the ``query`` variable. Embedding calls
 and database statements run inside it and become its children.
 """
 
@@ -22,13 +23,28 @@ from gql_memory.api.extensions.operation_metrics import operation_labels
 from gql_memory.tracing.conventions import (
     ERROR_TYPE,
     GRAPHQL_OPERATION_TYPE,
+    MEMORY_RECORD_ID,
     MEMORY_STORE_ID,
     OPERATION_NAME,
+    SEARCH_MEMORY,
 )
 from gql_memory.tracing.operations import memory_operation
 from gql_memory.tracing.spans import Tracing
 
 UNKNOWN_NAMESPACE = ""  # an operation refused before authentication names no store
+
+
+def written_id(execution_context: Any) -> str | None:
+    """The ``id`` a mutation's one root field returned, when the client selected it (or
+    ``addedId``, working memory's)."""
+    data = getattr(execution_context.result, "data", None)
+    if not isinstance(data, dict) or len(data) != 1:
+        return None
+    [value] = data.values()
+    if not isinstance(value, dict):
+        return None
+    found = value.get("id", value.get("addedId"))
+    return None if found is None else str(found)
 
 
 class OperationTracing(SchemaExtension):
@@ -53,6 +69,8 @@ class OperationTracing(SchemaExtension):
             principal = getattr(getattr(context, "credentials", None), "principal", None)
             if principal is not None:
                 span.set_attribute(MEMORY_STORE_ID, principal.namespace)
+            if operation != SEARCH_MEMORY and (written := written_id(self.execution_context)):
+                span.set_attribute(MEMORY_RECORD_ID, written)
             variables: Any = self.execution_context.variables or {}
             self.tracing.record_content(span, query=variables.get("query"))
             errors = self.execution_context.pre_execution_errors or getattr(
