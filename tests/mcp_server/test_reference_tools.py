@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult, Tool, ToolExecution
 
-from tests.mcp_server.conftest import call, mcp_client
+from tests.mcp_server.conftest import call, mcp_client, server_parameters
 
 REFERENCE = "@modelcontextprotocol/server-memory"
 FORBIDDEN = ToolExecution(task_support="forbidden").model_dump(by_alias=True)
@@ -204,3 +204,19 @@ async def test_a_refusal_names_the_missing_entity(mcp: Client) -> None:
         "details": "Entity with name Alice not found",
         "tool": "create_relations",
     }
+
+
+async def test_the_graph_survives_a_restart_and_stays_in_its_namespace(
+    mcp: Client, database_url: str
+) -> None:
+    # (the mcp fixture empties the database; three servers of their own do the rest)
+    def server(namespace: str) -> StdioServerParameters:
+        return server_parameters("--namespace", namespace, DATABASE_URL=database_url)
+
+    async with mcp_client(server("team-a")) as first:
+        await call(first, "create_entities", entities=[person("Alice", "Likes tea")])
+    async with mcp_client(server("team-a")) as restarted:
+        graph = await call(restarted, "read_graph")
+    assert graph["entities"] == [person("Alice", "Likes tea")]
+    async with mcp_client(server("team-b")) as other:
+        assert await call(other, "read_graph") == {"entities": [], "relations": []}
