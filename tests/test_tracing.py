@@ -287,7 +287,7 @@ LIBRARY_SCRIPT = """
 import sys
 from gql_memory import MemoryStore
 
-with MemoryStore(sys.argv[1], namespace="lib") as store:
+with MemoryStore(sys.argv[1], namespace=sys.argv[3]) as store:
     insight = store.insights.add("The user drinks " + sys.argv[2])
     hits = store.search(sys.argv[2], session_id=None)
     assert [h.id for h in hits] == [insight.id], hits
@@ -295,13 +295,13 @@ with MemoryStore(sys.argv[1], namespace="lib") as store:
 """
 
 
-async def test_the_synchronous_library_traces_each_call(
-    receiver: Receiver, database_url: str
-) -> None:
+def run_library(receiver: Receiver, database_url: str, namespace: str, **settings: str) -> str:
+    """LIBRARY_SCRIPT in ``namespace``, in a process of its own exporting to ``receiver``;
+    its stdout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "GQL_MEMORY_"))}
-    env |= {"GQL_MEMORY_EMBEDDING_PROVIDER": "hash", **otel_env(receiver)}
+    env |= {"GQL_MEMORY_EMBEDDING_PROVIDER": "hash", **otel_env(receiver), **settings}
     done = subprocess.run(
-        [sys.executable, "-c", LIBRARY_SCRIPT, database_url, SECRET],
+        [sys.executable, "-c", LIBRARY_SCRIPT, database_url, SECRET, namespace],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -309,12 +309,31 @@ async def test_the_synchronous_library_traces_each_call(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_the_synchronous_library_traces_each_call(
+    receiver: Receiver, database_url: str
+) -> None:
+    stdout = run_library(receiver, database_url, "lib")
     # the process flushed its spans before it exited (the SDK's shutdown at exit)
     [add] = receiver.named("create_memory insights.add")
-    assert add.attributes()["gen_ai.memory.record.id"] == done.stdout.strip()
+    assert add.attributes()["gen_ai.memory.record.id"] == stdout.strip()
     assert add.attributes()["gen_ai.memory.store.id"] == "lib"
     [search] = receiver.named("search_memory search")
     assert search.span.kind == Span.SPAN_KIND_INTERNAL
     assert any(c.span.name.startswith("embeddings ") for c in receiver.children(search))
     assert any(c.attributes().get("db.system.name") for c in receiver.children(search))
     assert_no_content(receiver)
+
+
+async def test_query_and_content_reach_spans_only_when_opted_in(
+    receiver: Receiver, database_url: str
+) -> None:
+    run_library(receiver, database_url, "lib-content", GQL_MEMORY_TRACE_CONTENT="true")
+    [add] = receiver.named("create_memory insights.add")
+    assert add.attributes()["gen_ai.memory.records"] == (
+        f'[{{"content": "The user drinks {SECRET}"}}]'
+    )
+    [search] = receiver.named("search_memory search")
+    assert search.attributes()["gen_ai.memory.query.text"] == SECRET
