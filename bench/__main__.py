@@ -23,6 +23,7 @@ BENCHMARKS = [
     "graph_neighbors",
     "locomo_recall",
     "tracing",
+    "citus",
 ]
 RESULTS = DOCS / "benchmarks.md"
 

@@ -13,7 +13,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from gql_memory.config import LIVE_EVENTS_OPTION, NAMESPACE_SETTING, Settings
-from gql_memory.db.refusals import operator_advice
+from gql_memory.db.refusals import operator_advice, shard_moved
 from gql_memory.errors import DatabaseMisconfiguredError, GqlMemoryError, ServiceUnavailableError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ _UNAVAILABLE = (
 
 
 def _is_unavailable(exc: BaseException) -> bool:
-    if isinstance(exc, _UNAVAILABLE):
+    if isinstance(exc, _UNAVAILABLE) or shard_moved(exc):
         return True
     if isinstance(exc, sqlalchemy.exc.DBAPIError):
         if exc.connection_invalidated:

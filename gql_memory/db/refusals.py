@@ -4,6 +4,10 @@ A role that may not log in (on a Citus worker too), a missing privilege or a mis
 is not "the database is unavailable": retrying does not help. ``operator_advice`` names such
 a refusal and says what to do; the server logs both, and the client is told that the server's
 database is misconfigured (never the SQL, or anything of the tenant's).
+
+The other way round, ``shard_moved`` recognises a statement that Citus planned for a shard it
+has just split or moved away (``isolate_tenant_to_new_shard``, ``citus_move_shard_placement``
+while serving): the next attempt is planned afresh, so it is a retryable SERVICE_UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -32,6 +36,16 @@ _FUNCTION_ADVICE = (
     "a function of the schema is missing where the statement ran: run `gql-memory migrate`; "
     "on Citus, `gql-memory distribute` creates the schema's functions on the workers"
 )
+
+
+# Citus's messages (SQLSTATE XX000) for a plan whose shard was split or moved since
+_MOVED_SHARD = ("could not find valid entry for shard", "could not find any shard placement")
+
+
+def shard_moved(exc: BaseException) -> bool:
+    error = _postgres_error(exc)
+    message = str(getattr(error, "message", None) or error) if error is not None else ""
+    return isinstance(error, asyncpg.InternalServerError) and message.startswith(_MOVED_SHARD)
 
 
 def _postgres_error(exc: BaseException) -> asyncpg.PostgresError | None:

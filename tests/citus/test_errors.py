@@ -34,6 +34,7 @@ async def refusal(citus_settings: Settings, citus_url: str, query: str) -> dict[
     return error
 
 
+@pytest.mark.provokes_errors
 @pytest.mark.parametrize(
     ("provoke", "undo", "query", "cause", "remedy"),
     [

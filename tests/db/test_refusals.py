@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from gql_memory.db.refusals import operator_advice
+from gql_memory.db.refusals import operator_advice, shard_moved
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,11 @@ def test_the_operators_refusals_are_named_with_what_to_do(
 )
 def test_outages_and_a_requests_own_errors_are_not_the_operators(error: Exception) -> None:
     assert operator_advice(error) is None
+
+
+def test_a_plan_for_a_shard_split_or_moved_since_is_retryable() -> None:
+    from gql_memory.db.engine import _is_unavailable
+
+    moved = asyncpg.InternalServerError("could not find valid entry for shard 102035")
+    assert shard_moved(moved) and _is_unavailable(moved)
+    assert not shard_moved(asyncpg.InternalServerError("some other internal error"))
