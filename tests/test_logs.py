@@ -277,3 +277,21 @@ def test_log_lines_are_printed_above_a_progress_bar(kind: str) -> None:
     logged = [line for line in lines if "between two batches" in line]
     assert logged, shown.getvalue()
     assert all("importing" not in line for line in logged), logged
+
+
+def test_a_handler_on_a_closed_stream_does_not_stop_the_progress_bar() -> None:
+    """A finished in-process CLI run can leave a root handler on its closed output: the bar
+    of the next import still draws (that handler is left as it is)."""
+    from rich.console import Console
+
+    closed = io.StringIO()
+    stale = logging.StreamHandler(closed)
+    closed.close()
+    root = logging.getLogger()
+    root.addHandler(stale)
+    try:
+        with above_progress(Console(file=io.StringIO())):
+            pass
+        assert stale.stream is closed
+    finally:
+        root.removeHandler(stale)

@@ -261,7 +261,11 @@ def above_progress(console: Any) -> Iterator[None]:
 
     handlers = logging.getLogger().handlers
     rich = [h for h in handlers if isinstance(h, RichHandler)]
-    plain = [h for h in handlers if type(h) is logging.StreamHandler]
+    plain = [  # a handler left on a closed stream (a finished CLI run in this process) stays
+        h
+        for h in handlers
+        if type(h) is logging.StreamHandler and not getattr(h.stream, "closed", False)
+    ]
     consoles = [h.console for h in rich]
     streams = [h.stream for h in plain]
     for terminal in rich:
