@@ -49,7 +49,8 @@ _STORED = (
     episodes.c.valid_to,
     episodes.c.superseded_by,
 )
-_COLUMNS = (*_STORED, supersedes_column(episodes))
+def _columns(namespace: str) -> tuple[Any, ...]:
+    return (*_STORED, supersedes_column(episodes, namespace))
 
 
 def similar_sql(as_of: datetime | None) -> str:
@@ -63,7 +64,7 @@ WITH {nearest}
 SELECT e.id, e.query, e.reward, e.reflection, e.created_at, e.valid_from, e.valid_to,
        e.superseded_by,
        (SELECT array_agg(p.id ORDER BY p.id) FROM episodes p
-        WHERE p.namespace = e.namespace AND p.superseded_by = e.id) AS supersedes,
+        WHERE p.namespace = :ns AND p.superseded_by = e.id) AS supersedes,
        1 - n.distance AS similarity
 FROM nearest n JOIN episodes e ON e.namespace = :ns AND e.id = n.id
 ORDER BY n.distance, n.id
@@ -182,7 +183,7 @@ class Episodes:
         async with self.db.read() as conn:
             row = (
                 await conn.execute(
-                    select(*_COLUMNS).where(
+                    select(*_columns(self.namespace)).where(
                         episodes.c.namespace == self.namespace, episodes.c.id == episode_id
                     )
                 )
@@ -196,7 +197,7 @@ class Episodes:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    select(*_COLUMNS).where(
+                    select(*_columns(self.namespace)).where(
                         episodes.c.namespace == self.namespace, any_of(episodes.c.id, ids)
                     )
                 )

@@ -47,7 +47,7 @@ MAX_SOURCE_IDS = 1000
 # The facts an insight superseded, newest link first (the reverse of superseded_by).
 SUPERSEDES_SQL = (
     "(SELECT array_agg(p.id ORDER BY p.id) FROM insights p "
-    "WHERE p.namespace = i.namespace AND p.superseded_by = i.id)"
+    "WHERE p.namespace = :ns AND p.superseded_by = i.id)"
 )
 
 
@@ -67,7 +67,7 @@ ORDER BY n.distance, n.id
 """
 
 
-_COLUMNS = (
+_STORED = (
     insights.c.id,
     insights.c.content,
     insights.c.source_ids,
@@ -76,8 +76,11 @@ _COLUMNS = (
     insights.c.valid_from,
     insights.c.valid_to,
     insights.c.superseded_by,
-    supersedes_column(insights),
 )
+
+
+def _columns(namespace: str) -> tuple[Any, ...]:
+    return (*_STORED, supersedes_column(insights, namespace))
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,7 @@ class Insights:
             await close_facts(conn, "insights", self.namespace, [insight_id], moment)
             row = (
                 await conn.execute(
-                    select(*_COLUMNS).where(
+                    select(*_columns(self.namespace)).where(
                         insights.c.id == insight_id, insights.c.namespace == self.namespace
                     )
                 )
@@ -293,7 +296,7 @@ class Insights:
         async with self.db.read() as conn:
             row = (
                 await conn.execute(
-                    select(*_COLUMNS).where(
+                    select(*_columns(self.namespace)).where(
                         insights.c.id == insight_id, insights.c.namespace == self.namespace
                     )
                 )
@@ -307,7 +310,7 @@ class Insights:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    select(*_COLUMNS).where(
+                    select(*_columns(self.namespace)).where(
                         insights.c.namespace == self.namespace, any_of(insights.c.id, ids)
                     )
                 )
@@ -335,7 +338,7 @@ class Insights:
         async with self.db.read() as conn:
             rows = (
                 await conn.execute(
-                    select(*_COLUMNS)
+                    select(*_columns(self.namespace))
                     .where(and_(*conditions))
                     .order_by(insights.c.created_at.desc(), insights.c.id.desc())
                     .limit(limit + 1)

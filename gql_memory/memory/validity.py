@@ -75,14 +75,16 @@ def valid_sql(alias: str, as_of: bool) -> str:
     )
 
 
-def supersedes_column(facts: Table) -> Label[Any]:
+def supersedes_column(facts: Table, namespace: str) -> Label[Any]:
     """The facts a row of ``facts`` superseded, oldest first: the reverse of superseded_by,
-    as a ``supersedes`` column of a select from ``facts``."""
+    as a ``supersedes`` column of a select from ``facts`` in ``namespace``. The subquery
+    names the namespace itself (not the outer row's): on Citus a subquery pinned only to the
+    outer row's namespace runs on every shard."""
     predecessor = facts.alias("p")
     return (
         select(func.array_agg(aggregate_order_by(predecessor.c.id, predecessor.c.id)))
         .where(
-            predecessor.c.namespace == facts.c.namespace,
+            predecessor.c.namespace == namespace,
             predecessor.c.superseded_by == facts.c.id,
         )
         .scalar_subquery()

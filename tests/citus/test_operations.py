@@ -164,15 +164,6 @@ async def test_two_tenants_workloads_run_and_each_statement_goes_to_its_tenants_
     print(f"statement calls on each worker, per tenant's workload: {counts}")
 
 
-@pytest.mark.xfail(
-    reason="the reads of insights and episodes with their supersedes column (validity."
-    "supersedes_column, insights.SUPERSEDES_SQL; used by insight(s), episode(s), "
-    "insightSearch, similarEpisodes, search) run on every shard: its correlated subquery "
-    "pins p.namespace = i.namespace, not the bound namespace, and Citus's pushdown planner "
-    "then prunes no shard (EXPLAIN: Task Count: 32 with i.namespace = 'x', 1 with "
-    "p.namespace = 'x' too). Fix: p.namespace = :ns in the subquery.",
-    strict=True,
-)
 def test_the_supersedes_reads_reach_only_their_tenants_worker() -> None:
     assert not FANNED_OUT, "\n".join(FANNED_OUT)
 
