@@ -30,20 +30,18 @@ from gql_memory.db.distribute import distribute, tenant_tables
 from gql_memory.db.migrate import upgrade
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.keys import ApiKeyStore
-from gql_memory.memory import Memory
 from gql_memory.memory.embedding_config import reembed
-from gql_memory.memory.importer import import_file
 from tests.citus.cluster import Cluster, Node
 from tests.citus.conftest import ROLE, create_citus_database, drop_citus_database
 from tests.conftest import LiveServer, private_temp_dir, serving, truncate_all
-from tests.db.test_statement_routing import _http_workload
+from tests.db.test_statement_routing import _http_workload, library_writes
 from tests.test_readme_tour import test_every_tour_example_runs_in_order_on_a_fresh_database
 
 __all__ = ["test_every_tour_example_runs_in_order_on_a_fresh_database"]
 
 GQL_MEMORY = Path(sys.executable).parent / "gql-memory"
 SHARD = re.compile(r"\b([a-z_]+)_(\d{6,})\b")
-LIBRARY_NAMESPACE = "tenant_b"  # _library_workload's
+LIBRARY_NAMESPACE = "tenant_b"  # library_writes's
 # the reads of insights and episodes with their supersedes array (insights.py, episodes.py)
 SUPERSEDES_READ = "(SELECT array_agg(p.id ORDER BY p.id) AS array_agg"
 FANNED_OUT: list[str] = []  # statements of one tenant that ran on the other worker too
@@ -141,7 +139,7 @@ async def test_two_tenants_workloads_run_and_each_statement_goes_to_its_tenants_
             for namespace in [*namespaces_on_each_worker(citus_cluster), LIBRARY_NAMESPACE]:
                 reset_statements(citus_cluster)
                 if namespace == LIBRARY_NAMESPACE:
-                    await _library_workload_without_reembed(owner_db, settings, root)
+                    await library_writes(owner_db, settings, root)  # reembed: below
                 else:
                     key = await keys.create(namespace, "read,write")
                     await _http_workload(api.with_key(key.secret))
@@ -166,22 +164,6 @@ async def test_two_tenants_workloads_run_and_each_statement_goes_to_its_tenants_
 
 def test_the_supersedes_reads_reach_only_their_tenants_worker() -> None:
     assert not FANNED_OUT, "\n".join(FANNED_OUT)
-
-
-async def _library_workload_without_reembed(db: Database, settings: Settings, root: Path) -> None:
-    """_library_workload but its last step, reembed, which fans out to every shard by design
-    (the next test runs it)."""
-    other = Memory(db, settings, LIBRARY_NAMESPACE)
-    await other.raw.store("t", "Ana", "Ana flies to Madrid.")
-    await other.working.add("remember Madrid", session_id="t")
-    transcript = root / "chat.jsonl"
-    transcript.write_text(
-        '{"session_id": "imp", "speaker": "user", "content": "Hello Ana"}\n'
-        '{"session_id": "imp", "speaker": "Ana", "content": "Hi, Madrid is sunny"}\n'
-    )
-    await import_file(other.raw, transcript, batch_size=1)
-    await import_file(other.raw, transcript)  # every turn already there: skipped
-    await other.insights.add("Ana likes Madrid", [])
 
 
 async def test_reembed_swaps_columns_and_rebuilds_indexes_on_the_distributed_tables(

@@ -297,6 +297,13 @@ async def _http_workload(api: LiveServer) -> None:
 
 async def _library_workload(db: Database, settings: Settings, root: Path) -> None:
     """What only the library and the operator's commands do, and a second namespace."""
+    await library_writes(db, settings, root)
+    await reembed(db, HashEmbedder(16), batch_size=2)
+
+
+async def library_writes(db: Database, settings: Settings, root: Path) -> None:
+    """The library's writes in the second namespace ("tenant_b"): a turn, a working item, a
+    transcript imported twice, an insight (tests/citus runs them on the cluster)."""
     other = Memory(db, settings, "tenant_b")
     await other.raw.store("t", "Ana", "Ana flies to Madrid.")
     await other.working.add("remember Madrid", session_id="t")
@@ -308,7 +315,6 @@ async def _library_workload(db: Database, settings: Settings, root: Path) -> Non
     await import_file(other.raw, transcript, batch_size=1)
     await import_file(other.raw, transcript)  # every turn already there: skipped
     await other.insights.add("Ana likes Madrid", [])
-    await reembed(db, HashEmbedder(16), batch_size=2)
 
 
 # --- the checks -----------------------------------------------------------------------------
