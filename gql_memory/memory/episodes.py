@@ -49,6 +49,8 @@ _STORED = (
     episodes.c.valid_to,
     episodes.c.superseded_by,
 )
+
+
 def _columns(namespace: str) -> tuple[Any, ...]:
     return (*_STORED, supersedes_column(episodes, namespace))
 
