@@ -164,9 +164,13 @@ class AsyncMemoryStore:
         as_of: datetime | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        reference_time: datetime | None = None,
+        interpret_time: bool | None = None,
     ) -> list[SearchHit]:
         """Graph-aware hybrid search (see gql_memory.memory.search): the facts valid now, or
-        at ``as_of``; ``since`` / ``until`` limit it to a period."""
+        at ``as_of``; ``since`` / ``until`` limit it to a period. With ``interpret_time``
+        (default: the setting), a period the query names ("last week", "in May 2023"), read
+        against ``reference_time`` (default ``as_of``, else now), ranks hits in it higher."""
         return await self.memory.search(
             query,
             top_k,
@@ -177,6 +181,8 @@ class AsyncMemoryStore:
             as_of=as_of,
             since=since,
             until=until,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
         )
 
     async def context(
@@ -187,10 +193,21 @@ class AsyncMemoryStore:
         include: Sequence[SectionKind | str] = ALL_SECTIONS,
         *,
         as_of: datetime | None = None,
+        reference_time: datetime | None = None,
+        interpret_time: bool | None = None,
     ) -> Context:
         """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
-        with ``as_of``, as the facts stood at that instant."""
-        return await self.memory.context(query, session_id, max_tokens, include, as_of=as_of)
+        with ``as_of``, as the facts stood at that instant; ``interpret_time`` and
+        ``reference_time`` as for ``search``."""
+        return await self.memory.context(
+            query,
+            session_id,
+            max_tokens,
+            include,
+            as_of=as_of,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
+        )
 
     @property
     def extraction(self) -> ExtractionPipeline:

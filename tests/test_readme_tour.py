@@ -152,6 +152,10 @@ CHECKS: dict[str, Callable[[Any], bool]] = {
     ),
     "path": lambda path: path["nodes"][-1]["name"] == "Museum Island",
     "search": insight_boosted_by_the_session,
+    "today": lambda hits: (
+        hits[0]["periodRank"] == 1
+        and {h["interpretedPeriod"]["expression"] for h in hits} == {"today"}
+    ),
     "context": lambda context: context["totalTokens"] <= 400 and "Budget" in context["text"],
     "insights": one_closed_one_valid,
     "n11": lambda added: added["evictedId"] is not None and added["currentCount"] == 10,

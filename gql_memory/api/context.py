@@ -8,6 +8,7 @@ from typing import Annotated
 import strawberry
 
 from gql_memory.api.info import Info
+from gql_memory.api.search import InterpretTimeArg, ReferenceTimeArg
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CONTEXT_MIN_TOKENS
 from gql_memory.memory import context as domain
 from gql_memory.memory import packing
@@ -143,8 +144,16 @@ class ContextQueries:
                 "timezone, not in the future); working memory stays the session's, as it is now."
             ),
         ] = None,
+        interpret_time: InterpretTimeArg = None,
+        reference_time: ReferenceTimeArg = None,
     ) -> AssembledContext:
         assembled = await info.context.memory.context(
-            query, session_id, max_tokens, include, as_of=as_of
+            query,
+            session_id,
+            max_tokens,
+            include,
+            as_of=as_of,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
         )
         return AssembledContext.from_domain(assembled)

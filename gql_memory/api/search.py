@@ -10,7 +10,7 @@ import strawberry
 from gql_memory.api.info import Info
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, Episode, Insight
-from gql_memory.memory import search
+from gql_memory.memory import search, time_expressions
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
 strawberry.enum(search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer.")
@@ -26,6 +26,27 @@ strawberry.enum(
 
 
 DEFAULT_LAYERS = [search.MemoryLayer.INSIGHT]
+# search's and context's arguments for time in the query
+InterpretTimeArg = Annotated[
+    bool | None,
+    strawberry.argument(
+        description='Read time expressions in the query ("yesterday", "last week", "two '
+        'months ago", "in May 2023", "on 7 May 2023") into a period, read against '
+        "referenceTime, and rank what happened in it higher (search hits then "
+        "carry interpretedPeriod and sort by timeScore; context's reasons name the "
+        "period). A query without one is ranked exactly as without interpretTime. Null: "
+        "the server's GQL_MEMORY_SEARCH_INTERPRET_TIME (false unless configured). Ignored "
+        "by a search given since or until."
+    ),
+]
+ReferenceTimeArg = Annotated[
+    datetime | None,
+    strawberry.argument(
+        description='The instant relative expressions are read against ("yesterday" is the '
+        "day before it, in its timezone), with a timezone; default asOf, else now in the "
+        "server's timezone. Only read with interpretTime."
+    ),
+]
 
 
 @strawberry.input(description="Fusion weight of each leg (0 switches a leg off).")
@@ -49,8 +70,46 @@ class GraphSource:
 
 
 @strawberry.type(
+    description="The period a search read from its query (interpretTime): what happened in "
+    "it, or up to `until`, ranks higher."
+)
+class InterpretedPeriod:
+    expression: str = strawberry.field(
+        description='The time expression as written in the query, e.g. "last week" or '
+        '"on 7 May 2023" (several are joined by " … " and their span is the period).'
+    )
+    granularity: str = strawberry.field(
+        description="What the expression names: day, week (Monday first), month or year "
+        "(the coarsest of several)."
+    )
+    start: datetime = strawberry.field(
+        description="The period's first instant, in the referenceTime's timezone."
+    )
+    end: datetime = strawberry.field(
+        description="The instant the period ends (exclusive): the day after a day, the "
+        "Monday after a week, the first of the next month or year."
+    )
+    until: datetime = strawberry.field(
+        description="end plus GQL_MEMORY_SEARCH_TIME_WINDOW_DAYS (7 unless configured): "
+        'turns about an event come after it ("last week I ..."), so what happened up to '
+        "this instant counts as in the period."
+    )
+
+    @classmethod
+    def from_domain(cls, period: time_expressions.QueryPeriod) -> InterpretedPeriod:
+        return cls(
+            expression=period.expression,
+            granularity=period.granularity,
+            start=period.start,
+            end=period.end,
+            until=period.until,
+        )
+
+
+@strawberry.type(
     description="A hybrid-search hit with its explanation: finalScore = (fusedScore + "
-    "graphBoost) x (1 + min(sessionBoost + causalBoost, 0.20))."
+    "graphBoost) x (1 + min(sessionBoost + causalBoost, 0.20)); with a period read from the "
+    "query (interpretedPeriod), hits sort by timeScore instead."
 )
 class SearchHit:
     layer: MemoryLayer = strawberry.field(description="The layer the hit comes from.")
@@ -120,6 +179,26 @@ class SearchHit:
         description="True when a search of now would have filtered this hit out (it was "
         "superseded or invalidated after asOf)."
     )
+    interpreted_period: InterpretedPeriod | None = strawberry.field(
+        description="The period read from the query (interpretTime), the same on every hit; "
+        "null when the search read none (then the ranking is exactly that of a search "
+        "without interpretTime)."
+    )
+    rank_without_period: int | None = strawberry.field(
+        description="With an interpretedPeriod: the hit's 1-based rank in the search without "
+        "it (null: not among its best max(topK, 20)). The hit's other numbers are that "
+        "search's when it ranked there, else those of the search within the period."
+    )
+    period_rank: int | None = strawberry.field(
+        description="With an interpretedPeriod: the hit's 1-based rank in the same search "
+        "limited to the period, up to its until (null: outside it, or not among its best "
+        "max(topK, 20))."
+    )
+    time_score: float | None = strawberry.field(
+        description="With an interpretedPeriod: 1 / (k + rankWithoutPeriod) + 1 / (k + "
+        "periodRank), a missing rank adding 0 (k = GQL_MEMORY_RRF_K, 60); hits sort by it, "
+        "so a hit in the period gains over one outside it. Null without a period."
+    )
 
     @strawberry.field(description="The insight, when the hit is one (batched).")
     async def insight(self, info: Info) -> Insight | None:
@@ -172,6 +251,12 @@ class SearchHit:
             if hit.superseded_by is None
             else strawberry.ID(str(hit.superseded_by)),
             filtered_now=hit.valid_to is not None,
+            interpreted_period=InterpretedPeriod.from_domain(hit.interpreted_period)
+            if hit.interpreted_period
+            else None,
+            rank_without_period=hit.rank_without_period,
+            period_rank=hit.period_rank,
+            time_score=hit.time_score,
         )
 
 
@@ -218,6 +303,8 @@ class SearchQueries:
                 "timestamp is at or before it, facts valid from before it."
             ),
         ] = None,
+        interpret_time: InterpretTimeArg = None,
+        reference_time: ReferenceTimeArg = None,
     ) -> list[SearchHit]:
         hits = await info.context.memory.search(
             query,
@@ -229,5 +316,7 @@ class SearchQueries:
             as_of=as_of,
             since=since,
             until=until,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
         )
         return [SearchHit.from_domain(h) for h in hits]

@@ -72,6 +72,23 @@ AsOf = Annotated[
     ),
 ]
 
+InterpretTime = Annotated[
+    bool | None,
+    Field(
+        description='Read time expressions in the query ("yesterday", "last week", "two months '
+        'ago", "in May 2023", "on 7 May 2023") into a period against reference_time, and rank '
+        "what happened in it higher (hits carry interpreted_period and sort by time_score). "
+        "Default: the server's setting (off unless configured)."
+    ),
+]
+ReferenceTime = Annotated[
+    datetime | None,
+    Field(
+        description="The instant relative time expressions are read against (ISO-8601 with a "
+        "timezone, whose days are counted); default as_of, else now in the server's timezone."
+    ),
+]
+
 
 def superseded_ids(kind: str) -> Any:
     return Field(
@@ -180,8 +197,18 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
         ] = "default",
         layers: Annotated[list[Layer], Field(description="Layers to search.")] = ["INSIGHT"],  # noqa: B006
         as_of: AsOf = None,
+        interpret_time: InterpretTime = None,
+        reference_time: ReferenceTime = None,
     ) -> Result:
-        hits = await store.search(query, top_k, session_id, layers, as_of=as_of)
+        hits = await store.search(
+            query,
+            top_k,
+            session_id,
+            layers,
+            as_of=as_of,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
+        )
         return {"hits": plain(hits)}
 
     @tool("Create a graph node, or update the one with the same (label, name).")
@@ -300,6 +327,16 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
             "GRAPH",
         ],
         as_of: AsOf = None,
+        interpret_time: InterpretTime = None,
+        reference_time: ReferenceTime = None,
     ) -> Result:
-        context = await store.context(query, session_id, max_tokens, include, as_of=as_of)
+        context = await store.context(
+            query,
+            session_id,
+            max_tokens,
+            include,
+            as_of=as_of,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
+        )
         return pick(context, "text", "total_tokens", "max_tokens", "sections", "notes")

@@ -50,6 +50,7 @@ from gql_memory.memory.packing import (
     SectionKind,
 )
 from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
+from gql_memory.memory.time_expressions import require_interpret_time, require_reference_time
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
 from gql_memory.memory.validation import require_session_id, require_text
 from gql_memory.memory.validity import require_as_of
@@ -176,12 +177,18 @@ class ContextAssembler:
         include: Sequence[SectionKind | str] = ALL_SECTIONS,
         *,
         as_of: datetime | None = None,
+        reference_time: datetime | None = None,
+        interpret_time: bool | None = None,
     ) -> Context:
         """The best context for ``query`` in ``session_id`` within ``max_tokens`` tokens.
         With ``as_of``, search, episodes and graph facts are those valid at that instant
-        (working memory is the session's, as it is now)."""
+        (working memory is the session's, as it is now). ``interpret_time`` and
+        ``reference_time`` are the search's (a period the query names ranks hits in it
+        higher)."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         as_of = require_as_of(as_of)
+        reference_time = require_reference_time(reference_time)
+        interpret_time = require_interpret_time(interpret_time, self.settings)
         session_id = require_session_id(session_id)
         max_tokens = require_max_tokens(max_tokens)
         sections = require_sections(include)
@@ -204,7 +211,16 @@ class ContextAssembler:
                 wants_episodes = False
         items, hits, lessons = await asyncio.gather(
             self._working(session_id) if SectionKind.WORKING in sections else _nothing(),
-            self._search(embedder, query, session_id, sections, vectors, as_of)
+            self._search(
+                embedder,
+                query,
+                session_id,
+                sections,
+                vectors,
+                as_of,
+                reference_time,
+                interpret_time,
+            )
             if wants_search
             else _nothing(),
             self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
@@ -257,6 +273,8 @@ class ContextAssembler:
         sections: list[SectionKind],
         vectors: bool,
         as_of: datetime | None,
+        reference_time: datetime | None,
+        interpret_time: bool,
     ) -> list[SearchHit]:
         layers = [MemoryLayer.INSIGHT, MemoryLayer.RAW]
         if SectionKind.EPISODES not in sections:  # otherwise episodes have their own section
@@ -264,7 +282,14 @@ class ContextAssembler:
         search = HybridSearch(self.db, self.settings, self.namespace, embedder)
         weights = None if vectors else SearchWeights(vector=0.0, text=1.0)
         return await search.search(
-            query, CONTEXT_SEARCH_TOP_K, session_id, layers, weights, as_of=as_of
+            query,
+            CONTEXT_SEARCH_TOP_K,
+            session_id,
+            layers,
+            weights,
+            as_of=as_of,
+            reference_time=reference_time,
+            interpret_time=interpret_time,
         )
 
     async def _episodes(
@@ -358,7 +383,18 @@ def explain_hit(rank: int, hit: SearchHit) -> str:
             f"; boost {hit.boost:.3f} (session {hit.session_boost:.3f}, "
             f"causal {hit.causal_boost:.3f})"
         )
-    return reason + f"; final {hit.final_score:.5f}"
+    reason += f"; final {hit.final_score:.5f}"
+    if (period := hit.interpreted_period) is not None:
+        reason += (
+            f"; time read from the query: {period.describe()}; period rank "
+            f"{_rank(hit.period_rank)}, rank without the period "
+            f"{_rank(hit.rank_without_period)}, time score {hit.time_score:.5f}"
+        )
+    return reason
+
+
+def _rank(rank: int | None) -> str:
+    return "none" if rank is None else str(rank)
 
 
 def _episode_candidates(lessons: list[EpisodeHit]) -> list[Candidate]:

@@ -316,7 +316,10 @@ class KnowledgeGraph:
     async def _searched(self, query: str) -> list[int]:
         """Entity ids of the observations hybrid search finds for ``query``, best first."""
         floor = self.settings.mcp_search_nodes_min_similarity
-        hits = await self.hybrid.search(query, SEARCH_HITS, None, [MemoryLayer.INSIGHT])
+        # a name or a phrase to match, never a question about a period (whatever the setting)
+        hits = await self.hybrid.search(
+            query, SEARCH_HITS, None, [MemoryLayer.INSIGHT], interpret_time=False
+        )
         kept = [
             h.id
             for h in hits

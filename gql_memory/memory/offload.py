@@ -34,3 +34,11 @@ async def run_cpu(chars: int, work: Callable[P, T], *args: P.args, **kwargs: P.k
         return work(*args, **kwargs)
     call = functools.partial(work, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_worker(), call)
+
+
+async def run_in_worker(work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``work(*args, **kwargs)`` in the worker thread whatever its input: for work that takes
+    milliseconds even on a small input, or a library that is not known to be thread-safe
+    (one worker thread runs one call at a time)."""
+    call = functools.partial(work, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_worker(), call)

@@ -22,6 +22,7 @@ from sqlalchemy import TextClause, text
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole
+from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.errors import ValidationError
 from gql_memory.memory.decay import decay_params
 from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf
@@ -33,6 +34,7 @@ from gql_memory.memory.search_sql import (
     graph_sql,
     legs_sql,
 )
+from gql_memory.memory.time_expressions import QueryPeriod, query_period, rank_with_period
 from gql_memory.memory.validation import require_query, require_session_id
 from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
@@ -72,6 +74,12 @@ class SearchHit:
     causal_boost: float = 0.0
     boost: float = 0.0
     final_score: float = 0.0
+    # with a period read from the query (interpretTime): the period, the hit's rank in the
+    # search without it and within it, and their reciprocal-rank fusion, which hits sort by
+    interpreted_period: QueryPeriod | None = None
+    rank_without_period: int | None = None
+    period_rank: int | None = None
+    time_score: float | None = None
 
 
 def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> float:
@@ -165,12 +173,17 @@ class HybridSearch:
         as_of: datetime | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        reference_time: datetime | None = None,
+        interpret_time: bool | None = None,
     ) -> list[SearchHit]:
         """The top_k hits across ``layers``, best first, each with its explanation. Only the
         facts valid now are searched, or those valid at ``as_of`` (and the raw turns stored by
         then): superseded insights and episodes are hidden unless the instant is theirs.
         ``since`` / ``until`` limit hits to a period: raw turns that happened in it (their
-        timestamp), facts valid during some of it."""
+        timestamp), facts valid during some of it. With ``interpret_time`` (default: the
+        setting) and no since / until, a period the query names ("last week") against
+        ``reference_time`` (default as_of, else now) ranks hits in it higher (see
+        gql_memory.memory.time_expressions)."""
         query = require_query(query, self.settings.search_max_query_words)
         as_of = require_as_of(as_of)
         since, until = require_period(since, until)
@@ -182,6 +195,22 @@ class HybridSearch:
         chosen = require_layers(layers)
         weights = require_weights(weights, self.settings)
         fusion = require_fusion(fusion, self.settings)
+        limited = since is not None or until is not None
+        period = await query_period(
+            query, interpret_time, reference_time, as_of, limited, self.settings
+        )
+        if period is not None:  # two searches, one query vector
+            twice = HybridSearch(self.db, self.settings, self.namespace, EmbedOnce(self.embedder))
+            args = (session_id, chosen, weights, fusion)
+            return await rank_with_period(
+                twice.search,
+                period,
+                self.settings.rrf_k,
+                query,
+                top_k,
+                *args,
+                as_of=as_of,
+            )
         vector = None
         if weights.vector:  # a leg weighted 0 is off
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)

@@ -205,3 +205,57 @@ async def test_search_limited_to_a_period_of_raw_turns(api: LiveServer) -> None:
         'until: "2023-07-01T00:00:00Z") { id } }'
     )
     assert wrong["extensions"]["code"] == "BAD_USER_INPUT"
+
+
+async def test_search_reads_time_in_the_query(api: LiveServer) -> None:
+    turns = [
+        ("2023-05-08T13:00:00Z", "The camping trip was great, we did so much on that camping trip"),
+        ("2023-07-02T10:00:00Z", "We went camping"),
+    ]
+    for stamp, content in turns:
+        await api.data(
+            "mutation($t: RawDialogueInput!) { storeRawDialogue(input: $t) { id } }",
+            {"t": {"sessionId": "s", "speaker": "user", "content": content, "timestamp": stamp}},
+        )
+    query = """query($q: String!, $i: Boolean, $r: DateTime) {
+      search(query: $q, layers: [RAW], interpretTime: $i, referenceTime: $r) {
+        content rankWithoutPeriod periodRank timeScore
+        interpretedPeriod { expression granularity start end until } } }"""
+    question = "What did we do on the camping trip in July 2023?"
+    plain = await api.data(query, {"q": question})
+    assert plain["search"][0]["content"].endswith("on that camping trip")
+    assert plain["search"][0]["interpretedPeriod"] is None
+    assert plain["search"][0]["timeScore"] is None
+
+    found = await api.data(query, {"q": question, "i": True, "r": "2023-10-01T09:00:00+02:00"})
+    first, second = found["search"]
+    assert first["content"] == "user: We went camping"
+    assert (first["periodRank"], first["rankWithoutPeriod"]) == (1, 2)
+    assert (second["periodRank"], second["rankWithoutPeriod"]) == (None, 1)
+    assert first["timeScore"] > second["timeScore"]
+    period = first["interpretedPeriod"]
+    assert "July 2023" in period["expression"] and period["granularity"] == "month"
+    # in the reference time's own timezone
+    assert period["start"] == "2023-07-01T00:00:00+02:00"
+    assert period["end"] == "2023-08-01T00:00:00+02:00"
+    assert period["until"] == "2023-08-08T00:00:00+02:00"
+
+    context = await api.data(
+        'query($r: DateTime) { context(query: "What did we do on the camping trip in July '
+        '2023?", include: [SEARCH], interpretTime: true, referenceTime: $r) '
+        "{ sections { items { content reason } } } }",
+        {"r": "2023-10-01T09:00:00Z"},
+    )
+    [section] = context["context"]["sections"]
+    assert section["items"][0]["content"].endswith("We went camping")
+    assert 'July 2023" = 2023-07-01 to 2023-07-31' in section["items"][0]["reason"]
+
+
+async def test_a_reference_time_without_a_timezone_is_refused(api: LiveServer) -> None:
+    for field in ("search", "context"):
+        error = await api.error(
+            f'query {{ {field}(query: "what happened yesterday", interpretTime: true, '
+            f'referenceTime: "2023-10-01T09:00:00") {{ __typename }} }}'
+        )
+        assert error["extensions"]["code"] == "BAD_USER_INPUT"
+        assert "referenceTime must carry a timezone" in error["message"]

@@ -5,6 +5,7 @@ service layer, returning the seeds' shapes, failures returned as tool errors in 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,37 @@ async def test_facts_are_superseded_and_read_as_of_over_mcp(mcp: Client) -> None
     )
     assert again.is_error
     assert json.loads(again.content[0].text)["error"] == "Invalid parameters"  # type: ignore[union-attr]
+
+
+async def test_search_and_context_read_time_in_the_query_over_mcp(mcp: Client) -> None:
+    await call(mcp, "store_raw_dialogue", session_id="s", speaker="user", content="I went hiking")
+    reference = datetime.now(UTC).isoformat()
+    found = await call(
+        mcp,
+        "hybrid_search",
+        query="Where did I go hiking today?",
+        layers=["RAW"],
+        interpret_time=True,
+        reference_time=reference,
+    )
+    [hit] = found["hits"]
+    assert hit["interpreted_period"]["expression"] == "today"
+    assert hit["interpreted_period"]["granularity"] == "day"
+    assert hit["time_score"] > 0 and hit["rank_without_period"] == 1
+    plain = await call(mcp, "hybrid_search", query="Where did I go hiking today?", layers=["RAW"])
+    assert plain["hits"][0]["interpreted_period"] is None
+    context = await call(
+        mcp,
+        "get_context",
+        query="Where did I go hiking today?",
+        include=["SEARCH"],
+        interpret_time=True,
+        reference_time=reference,
+    )
+    [section] = context["sections"]
+    assert '"today" = ' in section["items"][0]["reason"]
+    body = await tool_error(
+        mcp, "hybrid_search", query="q", interpret_time=True, reference_time="2023-10-01T09:00:00"
+    )
+    assert body["error"] == "Invalid parameters"
+    assert "referenceTime must carry a timezone" in body["details"]

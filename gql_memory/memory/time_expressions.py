@@ -1,0 +1,259 @@
+"""Time in a search query, understood: "last week", "two months ago", "in May 2023", "on 7 May
+2023" read into a period that ranks the memories in it higher (``interpretTime``).
+
+Reading. dateparser finds the expressions (its n-gram search, English) and resolves them
+against a reference time. A question is full of words dateparser would take for a date
+("may", "march", "second", "now", "sun", "we" for Wednesday): only an expression that names a
+year, a month with its day, or a relative phrase ("ago", "yesterday", "last week") is
+trusted. Each names a day, a week (Monday first), a month or a year, in the reference time's
+own timezone; several give their span; one that begins after the reference time is dropped.
+Turns about an event often come after it ("last week I ..."), so what happened up to
+``search_time_window_days`` past the period's end counts as in it.
+
+Ranking. The search runs as it would, and again limited to the period; the two rankings are
+fused by reciprocal rank (``timeScore = 1/(k + rankWithoutPeriod) + 1/(k + periodRank)``), so
+a memory in the period gains over one outside it, and a question whose period is wrong still
+finds what it would have. Measured against filtering on the LoCoMo dev split
+(docs/benchmarks-retrieval.md).
+
+Nothing here runs, and dateparser is not even imported, unless a search asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from gql_memory.config import TIME_RANKING_DEPTH, TIME_READ_MAX_CHARS, Settings
+from gql_memory.errors import ValidationError
+from gql_memory.memory.offload import run_in_worker
+from gql_memory.memory.validation import require_storable_moment
+from gql_memory.memory.validity import require_aware
+
+if TYPE_CHECKING:
+    from gql_memory.memory.search import MemoryLayer, SearchHit
+
+GRANULARITIES = ("day", "week", "month", "year")
+_MONTH = (
+    r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t|tember)?"
+    r"|oct(ober)?|nov(ember)?|dec(ember)?"
+)
+_YEAR = re.compile(r"\b\d{4}\b")
+_MONTH_AND_DAY = re.compile(
+    rf"\b({_MONTH})\.?\s+\d{{1,2}}(st|nd|rd|th)?\b|\b\d{{1,2}}(st|nd|rd|th)?\s+(of\s+)?({_MONTH})\b",
+    re.I,
+)
+_RELATIVE = re.compile(
+    r"\b(ago|yesterday|today)\b|\b(last|past|previous|this)\s+(day|week|weekend|month|year"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b",
+    re.I,
+)
+# A query without one of these words has no expression the reader would trust: it is not
+# handed to dateparser at all.
+_CUES = re.compile(r"\d|\b(ago|yesterday|today|last|past|previous|this)\b", re.I)
+
+
+@dataclass(frozen=True)
+class QueryPeriod:
+    """The period read from a query: ``expression`` as written, the ``granularity`` it names,
+    [``start``, ``end``) in the reference time's timezone, and ``until``: ``end`` plus the
+    window after it in which turns about the period are still searched."""
+
+    expression: str
+    granularity: str
+    start: datetime
+    end: datetime
+    until: datetime
+
+    def describe(self) -> str:
+        """E.g. ``"last week" = 2023-10-09 to 2023-10-15, and 7 days after``."""
+        last = self.end - timedelta(microseconds=1)
+        days = f"{self.start:%Y-%m-%d}" + (
+            "" if last.date() == self.start.date() else f" to {last:%Y-%m-%d}"
+        )
+        after = (self.until - self.end).days
+        return f'"{self.expression}" = {days}' + (f", and {after} days after" if after else "")
+
+
+def require_reference_time(value: Any) -> datetime | None:
+    """The instant relative expressions are read against, timezone kept (a day is the
+    caller's day: "yesterday" at 01:00+09:00 is the day before in Tokyo, not in UTC)."""
+    if value is None:
+        return None
+    require_storable_moment(require_aware(value, "referenceTime"), "referenceTime")
+    return value
+
+
+def require_interpret_time(value: Any, settings: Settings) -> bool:
+    if value is None:
+        return settings.search_interpret_time
+    if not isinstance(value, bool):
+        raise ValidationError("interpretTime must be true or false")
+    return value
+
+
+async def query_period(
+    query: str,
+    interpret_time: bool | None,
+    reference_time: datetime | None,
+    as_of: datetime | None,
+    limited: bool,
+    settings: Settings,
+) -> QueryPeriod | None:
+    """The period ``query`` names when a search interprets time (``interpret_time``, default
+    the setting) and is not ``limited`` to a period by its caller (since / until), read
+    against ``reference_time`` (default ``as_of``, else now); None when it names none."""
+    reference = require_reference_time(reference_time)
+    if not require_interpret_time(interpret_time, settings) or limited:
+        return None
+    text = _head(query)
+    if not _CUES.search(text):  # no expression the reader would trust: dateparser is spared
+        return None
+    reference = reference or as_of or datetime.now().astimezone()
+    window = timedelta(days=settings.search_time_window_days)
+    # dateparser is pure Python, a few ms a question (more for a long one): off the loop
+    return await run_in_worker(read_period, text, reference, window)
+
+
+async def rank_with_period(
+    search: Callable[..., Awaitable[list[SearchHit]]],
+    period: QueryPeriod,
+    rrf_k: int,
+    query: str,
+    top_k: int,
+    *args: Any,
+    **kwargs: Any,
+) -> list[SearchHit]:
+    """The ``top_k`` hits of ``search(query, ...)`` ranked with ``period``: the search without
+    the period and within it (each its best ``max(top_k, TIME_RANKING_DEPTH)``), fused by
+    reciprocal rank. A hit carries the numbers of the search without the period when it
+    ranked there, else those of the search within it, and the period, both ranks and the
+    fused ``time_score`` it sorts by."""
+    depth = max(top_k, TIME_RANKING_DEPTH)
+    plain = await search(query, depth, *args, interpret_time=False, **kwargs)
+    inside = await search(
+        query, depth, *args, since=period.start, until=period.until, interpret_time=False, **kwargs
+    )
+    hits: dict[tuple[MemoryLayer, int], SearchHit] = {}
+    ranks: dict[tuple[MemoryLayer, int], list[int | None]] = {}
+    for position, ranking in enumerate((plain, inside)):
+        for rank, hit in enumerate(ranking, 1):
+            key = (hit.layer, hit.id)
+            hits.setdefault(key, hit)
+            ranks.setdefault(key, [None, None])[position] = rank
+    scores = {
+        key: sum(1 / (rrf_k + r) for r in pair if r is not None) for key, pair in ranks.items()
+    }
+    order = sorted(
+        hits,
+        key=lambda key: (-scores[key], ranks[key][1] is None, key[0].value, key[1]),
+    )
+    return [
+        dataclasses.replace(
+            hits[key],
+            interpreted_period=period,
+            rank_without_period=ranks[key][0],
+            period_rank=ranks[key][1],
+            time_score=scores[key],
+        )
+        for key in order[:top_k]
+    ]
+
+
+def read_period(
+    text: str, reference: datetime, window: timedelta = timedelta(0)
+) -> QueryPeriod | None:
+    """The period the time expressions of ``text`` name, read against ``reference`` (aware),
+    with ``window`` after its end; None when it names none that can be trusted, or only
+    periods that begin after ``reference`` (nothing can have happened in them yet)."""
+    zone = reference.tzinfo
+    periods = []
+    for expression, moment, granularity in _search_dates(text, reference):
+        expression = expression.strip(" \t\n,.;:!?")
+        if not _trusted(expression):
+            continue
+        try:
+            start, end = _period(moment, granularity)
+            start, end = start.replace(tzinfo=zone), end.replace(tzinfo=zone)
+            start.astimezone(UTC), end.astimezone(UTC)  # what PostgreSQL will be given
+        except (OverflowError, ValueError):  # a period past year 1 or 9999
+            continue
+        if start <= reference:
+            periods.append((expression, granularity, start, end))
+    if not periods:
+        return None
+    start = min(p[2] for p in periods)
+    end = max(p[3] for p in periods)
+    coarsest = max((p[1] for p in periods), key=GRANULARITIES.index)
+    try:
+        until = end + window
+        until.astimezone(UTC)
+    except OverflowError:
+        until = end
+    return QueryPeriod(" … ".join(p[0] for p in periods), coarsest, start, end, until)
+
+
+def _head(query: str) -> str:
+    """The part of a query the reader reads: dateparser's search grows with the text, so at
+    most TIME_READ_MAX_CHARS characters, cut at a space."""
+    if len(query) <= TIME_READ_MAX_CHARS:
+        return query
+    head = query[:TIME_READ_MAX_CHARS]
+    return head.rsplit(None, 1)[0] if " " in head else head
+
+
+def _trusted(expression: str) -> bool:
+    """An expression that names a year, a month with its day, or a relative phrase; not a
+    lone month ("may"), weekday ("sun", "we"), ordinal ("18th") or "now"."""
+    return bool(
+        _YEAR.search(expression)
+        or _MONTH_AND_DAY.search(expression)
+        or _RELATIVE.search(expression)
+    )
+
+
+def _period(moment: datetime, granularity: str) -> tuple[datetime, datetime]:
+    """[start, end) of the day, week (Monday first), month or year around ``moment``
+    (naive, in the reference's wall time)."""
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0, tzinfo=None)
+    if granularity == "week":
+        start = day - timedelta(days=day.weekday())
+        return start, start + timedelta(days=7)
+    if granularity == "month":
+        start = day.replace(day=1)
+        following = (start + timedelta(days=31)).replace(day=1)
+        return start, following
+    if granularity == "year":
+        start = day.replace(month=1, day=1)
+        return start, start.replace(year=start.year + 1)
+    return day, day + timedelta(days=1)  # a day (or a time of day: its day)
+
+
+def _search_dates(text: str, reference: datetime) -> list[tuple[str, datetime, str]]:
+    """(expression, moment, granularity) of every date dateparser finds in ``text``, the
+    moment naive in the wall time of ``reference``."""
+    from dateparser.search import search_dates  # a fifth of a second to import: when used
+
+    found = search_dates(
+        text,
+        languages=["en"],
+        settings={
+            "RELATIVE_BASE": reference.replace(tzinfo=None),
+            "PREFER_DATES_FROM": "past",  # "in May" is the last May, not the next
+            "PREFER_DAY_OF_MONTH": "first",  # ... and in May, this one
+            "TIMEZONE": "UTC",  # read and returned as written: no conversion
+            "RETURN_AS_TIMEZONE_AWARE": False,
+        },
+        strategy="ngram",  # tries the longest spans first: "the week before 16 November 2023"
+        add_period=True,
+    )
+    results = []
+    for expression, moment, granularity in found or ():
+        if moment.tzinfo is not None:  # the text named a zone: its instant, read locally
+            moment = moment.astimezone(reference.tzinfo).replace(tzinfo=None)
+        results.append((expression, moment, granularity if granularity in GRANULARITIES else "day"))
+    return results
