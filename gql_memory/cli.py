@@ -336,6 +336,7 @@ def reembed(
                     embed_all_raw=settings.embed_raw_dialogue,
                     raw_context=settings.embed_raw_context,
                     raw_context_tokens=settings.embed_raw_context_tokens,
+                    raw_alone=settings.embed_raw_alone,
                     restart=restart,
                     exclusive=True,
                     progress=progress,

@@ -324,6 +324,30 @@ class Settings(BaseSettings):
         le=100,
         description="How many of the best fused hits lend to their graph neighbours.",
     )
+    search_session_share: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="Hierarchical retrieval over raw turns: each turn gains this share of the "
+        "best fused score among the candidates of its conversation session (sessionShare), so "
+        "that the session that answers best lifts its other turns; 0 switches it off.",
+    )
+    search_min_relevance: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="The relevance below which search and context leave a hit out "
+        "(minRelevance), unless the call says; unset: the floor calibrated with the embedding "
+        "model (0.02 for multilingual-e5-small), 0 for a model without a calibration.",
+    )
+    search_speaker_boost: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=2.0,
+        description='When the query names one speaker of the candidate raw turns ("What does '
+        "Caroline paint?\"), that speaker's turns score 1 + this times as much (speakerBoost): "
+        "what a person does is told in their own turns; 0 switches it off.",
+    )
     contradiction_similarity: float = Field(
         default=0.85,
         ge=0.0,
@@ -716,6 +740,12 @@ class Settings(BaseSettings):
         default=True,
         description="Embed each raw turn together with the turn before it in its session "
         "(contextual document embedding); the stored and returned turn is the turn alone.",
+    )
+    embed_raw_alone: bool = Field(
+        default=True,
+        description="Embed each raw turn that has context also alone, and store the two "
+        "vectors pooled (averaged): the turn's own words keep their weight beside "
+        "its context's. Off: the contextual document only (one embedding per turn).",
     )
     embed_raw_context_tokens: int = Field(
         default=RAW_CONTEXT_TOKENS,

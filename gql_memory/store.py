@@ -166,11 +166,14 @@ class AsyncMemoryStore:
         until: datetime | None = None,
         reference_time: datetime | None = None,
         interpret_time: bool | None = None,
+        min_relevance: float | None = None,
     ) -> list[SearchHit]:
         """Graph-aware hybrid search (see gql_memory.memory.search): the facts valid now, or
         at ``as_of``; ``since`` / ``until`` limit it to a period. With ``interpret_time``
         (default: the setting), a period the query names ("last week", "in May 2023"), read
-        against ``reference_time`` (default ``as_of``, else now), ranks hits in it higher."""
+        against ``reference_time`` (default ``as_of``, else now), ranks hits in it higher.
+        Every hit has a calibrated ``relevance``; hits below ``min_relevance`` (default: the
+        setting, else the embedding model's calibrated floor) are left out."""
         return await self.memory.search(
             query,
             top_k,
@@ -183,6 +186,7 @@ class AsyncMemoryStore:
             until=until,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
 
     async def context(
@@ -195,10 +199,12 @@ class AsyncMemoryStore:
         as_of: datetime | None = None,
         reference_time: datetime | None = None,
         interpret_time: bool | None = None,
+        min_relevance: float | None = None,
     ) -> Context:
         """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
         with ``as_of``, as the facts stood at that instant; ``interpret_time`` and
-        ``reference_time`` as for ``search``."""
+        ``reference_time`` as for ``search``; no search hit below ``min_relevance`` is added
+        (``below_relevance`` says how many were left out)."""
         return await self.memory.context(
             query,
             session_id,
@@ -207,6 +213,7 @@ class AsyncMemoryStore:
             as_of=as_of,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
 
     @property

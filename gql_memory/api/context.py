@@ -8,7 +8,7 @@ from typing import Annotated
 import strawberry
 
 from gql_memory.api.info import Info
-from gql_memory.api.search import InterpretTimeArg, ReferenceTimeArg
+from gql_memory.api.search import InterpretTimeArg, MinRelevanceArg, ReferenceTimeArg
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CONTEXT_MIN_TOKENS
 from gql_memory.memory import context as domain
 from gql_memory.memory import packing
@@ -90,6 +90,15 @@ class AssembledContext:
         description="What could not be included and why (e.g. the embedding provider was "
         "unavailable, so search ran on full text only); empty normally."
     )
+    below_relevance: int = strawberry.field(
+        description="How many search hits were left out because their relevance was below "
+        "minRelevance; a context that holds nothing else means the memory has nothing on "
+        "the query."
+    )
+    min_relevance: float = strawberry.field(
+        description="The relevance floor applied (the call's minRelevance, else the server's "
+        "default)."
+    )
 
     @classmethod
     def from_domain(cls, context: domain.Context) -> AssembledContext:
@@ -101,6 +110,8 @@ class AssembledContext:
             max_tokens=context.max_tokens,
             tokenizer=context.tokenizer,
             notes=list(context.notes),
+            below_relevance=context.below_relevance,
+            min_relevance=context.min_relevance,
             sections=[
                 ContextSection(
                     kind=s.kind,
@@ -146,6 +157,7 @@ class ContextQueries:
         ] = None,
         interpret_time: InterpretTimeArg = None,
         reference_time: ReferenceTimeArg = None,
+        min_relevance: MinRelevanceArg = None,
     ) -> AssembledContext:
         assembled = await info.context.memory.context(
             query,
@@ -155,5 +167,6 @@ class ContextQueries:
             as_of=as_of,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
         return AssembledContext.from_domain(assembled)

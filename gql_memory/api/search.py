@@ -49,6 +49,17 @@ ReferenceTimeArg = Annotated[
 ]
 
 
+MinRelevanceArg = Annotated[
+    float | None,
+    strawberry.argument(
+        description="Leave out hits whose relevance is below this (0..1). Null: the "
+        "server's GQL_MEMORY_SEARCH_MIN_RELEVANCE, else the floor calibrated with the "
+        "embedding model (0.02 for multilingual-e5-small: a question asked of a memory "
+        "that does not hold its answer gets nothing back), 0 for a model without one."
+    ),
+]
+
+
 @strawberry.input(description="Fusion weight of each leg (0 switches a leg off).")
 class SearchWeights:
     vector: float | None = strawberry.field(
@@ -108,8 +119,9 @@ class InterpretedPeriod:
 
 @strawberry.type(
     description="A hybrid-search hit with its explanation: finalScore = (fusedScore + "
-    "graphBoost) x (1 + min(sessionBoost + causalBoost, 0.20)); with a period read from the "
-    "query (interpretedPeriod), hits sort by timeScore instead."
+    "sessionShare + graphBoost) x (1 + min(sessionBoost + causalBoost, 0.20)) x (1 + "
+    "speakerBoost); with a period read from the query (interpretedPeriod), hits sort by "
+    "timeScore instead. relevance says how likely the hit answers the query at all."
 )
 class SearchHit:
     layer: MemoryLayer = strawberry.field(description="The layer the hit comes from.")
@@ -142,11 +154,32 @@ class SearchHit:
         description="Sum of weight / (k + rank) over legs (k = GQL_MEMORY_RRF_K, default 60); "
         "computed with either fusion, for comparison."
     )
+    session_share: float = strawberry.field(
+        description="Raw turns: GQL_MEMORY_SEARCH_SESSION_SHARE (0.2) x the best fusedScore "
+        "among the candidates of the turn's conversation session (the session that answers "
+        "best lifts its other turns); 0 for insights and episodes."
+    )
+    speaker_boost: float = strawberry.field(
+        description="Raw turns: GQL_MEMORY_SEARCH_SPEAKER_BOOST (0.5) when the query names "
+        "the turn's speaker (and no other speaker of the candidates), else 0; finalScore is "
+        "multiplied by 1 + this."
+    )
+    cosine: float | None = strawberry.field(
+        description="Cosine similarity of the hit with the query, whichever leg found it "
+        "(null without a query vector, or for a row stored without embedding)."
+    )
+    relevance: float = strawberry.field(
+        description="How likely the hit answers the query, in [0, 1], comparable across "
+        "queries, layers and fusions: a logistic model of its cosine, its text score and the "
+        "best cosine the query reached in the namespace, calibrated per embedding model on "
+        "the LoCoMo dev split (docs/benchmarks-retrieval.md). With a model that has no "
+        "calibration: 1 - (1 - cosine) x (1 - textScore / (textScore + 5))."
+    )
     graph_boost: float = strawberry.field(
         description="What a one-hop graph neighbour among the best fused hits (10 by "
         "default) lent: GQL_MEMORY_GRAPH_PROPAGATION (default 0.25) x that neighbour's "
-        "fusedScore, the largest such loan. Neighbours are joined by edges between memory "
-        "nodes (NEXT between consecutive turns, DERIVED_FROM from an insight to its "
+        "fusedScore + sessionShare, the largest such loan. Neighbours are joined by edges "
+        "between memory nodes (NEXT between consecutive turns, DERIVED_FROM from an insight to its "
         "sources, edges you add)."
     )
     graph_source: GraphSource | None = strawberry.field(
@@ -163,7 +196,8 @@ class SearchHit:
         description="min(sessionBoost + causalBoost, 0.20): never above the cap."
     )
     final_score: float = strawberry.field(
-        description="(fusedScore + graphBoost) x (1 + boost); hits sort by it."
+        description="(fusedScore + sessionShare + graphBoost) x (1 + boost) x (1 + "
+        "speakerBoost); hits sort by it."
     )
     valid_from: datetime | None = strawberry.field(
         description="When the insight or episode began to hold (null for raw turns)."
@@ -235,6 +269,10 @@ class SearchHit:
             fusion=hit.fusion,
             fused_score=hit.fused_score,
             rrf_score=hit.rrf_score,
+            session_share=hit.session_share,
+            speaker_boost=hit.speaker_boost,
+            cosine=hit.cosine,
+            relevance=hit.relevance,
             graph_boost=hit.graph_boost,
             graph_source=GraphSource(
                 layer=hit.graph_source[0], id=strawberry.ID(str(hit.graph_source[1]))
@@ -305,6 +343,7 @@ class SearchQueries:
         ] = None,
         interpret_time: InterpretTimeArg = None,
         reference_time: ReferenceTimeArg = None,
+        min_relevance: MinRelevanceArg = None,
     ) -> list[SearchHit]:
         hits = await info.context.memory.search(
             query,
@@ -318,5 +357,6 @@ class SearchQueries:
             until=until,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
         return [SearchHit.from_domain(h) for h in hits]

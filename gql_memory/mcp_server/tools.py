@@ -89,6 +89,17 @@ ReferenceTime = Annotated[
     ),
 ]
 
+MinRelevance = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Leave out hits whose relevance (how likely a hit answers the query, 0..1, "
+        "calibrated per embedding model) is below this. Default: the server's setting, else "
+        "the model's calibrated floor (0.02 for multilingual-e5-small).",
+    ),
+]
+
 
 def superseded_ids(kind: str) -> Any:
     return Field(
@@ -199,6 +210,7 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
         as_of: AsOf = None,
         interpret_time: InterpretTime = None,
         reference_time: ReferenceTime = None,
+        min_relevance: MinRelevance = None,
     ) -> Result:
         hits = await store.search(
             query,
@@ -208,6 +220,7 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
             as_of=as_of,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
         return {"hits": plain(hits)}
 
@@ -329,6 +342,7 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
         as_of: AsOf = None,
         interpret_time: InterpretTime = None,
         reference_time: ReferenceTime = None,
+        min_relevance: MinRelevance = None,
     ) -> Result:
         context = await store.context(
             query,
@@ -338,5 +352,15 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
             as_of=as_of,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=min_relevance,
         )
-        return pick(context, "text", "total_tokens", "max_tokens", "sections", "notes")
+        return pick(
+            context,
+            "text",
+            "total_tokens",
+            "max_tokens",
+            "sections",
+            "notes",
+            "below_relevance",
+            "min_relevance",
+        )

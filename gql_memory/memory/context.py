@@ -49,6 +49,7 @@ from gql_memory.memory.packing import (
     SectionCandidates,
     SectionKind,
 )
+from gql_memory.memory.relevance import calibration_for, require_min_relevance
 from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.time_expressions import require_interpret_time, require_reference_time
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
@@ -118,6 +119,9 @@ class Context:
     sections: tuple[Section, ...]
     tokenizer: str
     notes: tuple[str, ...] = ()  # what could not be included, and why
+    # search hits left out because their relevance was below the floor (minRelevance)
+    below_relevance: int = 0
+    min_relevance: float = 0.0
 
 
 def require_max_tokens(value: Any) -> int:
@@ -179,13 +183,19 @@ class ContextAssembler:
         as_of: datetime | None = None,
         reference_time: datetime | None = None,
         interpret_time: bool | None = None,
+        min_relevance: float | None = None,
     ) -> Context:
         """The best context for ``query`` in ``session_id`` within ``max_tokens`` tokens.
         With ``as_of``, search, episodes and graph facts are those valid at that instant
         (working memory is the session's, as it is now). ``interpret_time`` and
         ``reference_time`` are the search's (a period the query names ranks hits in it
-        higher)."""
+        higher). No search hit whose relevance is below ``min_relevance`` (default: the
+        setting, else the embedding model's calibrated floor) is added; the context says how
+        many were left out (a memory with nothing on the query gives an empty context)."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
+        floor = require_min_relevance(
+            min_relevance, self.settings, calibration_for(self.embedder.model)
+        )
         as_of = require_as_of(as_of)
         reference_time = require_reference_time(reference_time)
         interpret_time = require_interpret_time(interpret_time, self.settings)
@@ -225,6 +235,10 @@ class ContextAssembler:
             else _nothing(),
             self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
         )
+        below = sum(1 for h in hits if h.relevance < floor)
+        hits = [h for h in hits if h.relevance >= floor]
+        if below:
+            notes.append(f"{below} search hits left out: relevance below {floor:g} (minRelevance)")
         offers = []
         referred = {(i.ref_kind.value, i.ref_id) for i in items if i.ref_kind is not None}
         if SectionKind.WORKING in sections:
@@ -247,6 +261,8 @@ class ContextAssembler:
             sections=tuple(packed),
             tokenizer=self.packer.tokenizer.name,
             notes=tuple(notes),
+            below_relevance=below,
+            min_relevance=floor,
         )
 
     @staticmethod
@@ -290,6 +306,7 @@ class ContextAssembler:
             as_of=as_of,
             reference_time=reference_time,
             interpret_time=interpret_time,
+            min_relevance=0.0,  # the floor is applied by assemble, which counts what it leaves
         )
 
     async def _episodes(
@@ -378,12 +395,16 @@ def explain_hit(rank: int, hit: SearchHit) -> str:
         legs.append(f"graph neighbour of {layer.value.lower()} {lender} (+{hit.graph_boost:.3f})")
     fused = f"{hit.fusion.value.lower()} {hit.fused_score:.5f}"
     reason = f"search #{rank}: {', '.join(legs) or 'no leg'}; {fused}"
+    if hit.session_share:
+        reason += f"; its session's best +{hit.session_share:.5f}"
+    if hit.speaker_boost:
+        reason += f"; speaker named in the query x{1 + hit.speaker_boost:g}"
     if hit.boost:
         reason += (
             f"; boost {hit.boost:.3f} (session {hit.session_boost:.3f}, "
             f"causal {hit.causal_boost:.3f})"
         )
-    reason += f"; final {hit.final_score:.5f}"
+    reason += f"; final {hit.final_score:.5f}; relevance {hit.relevance:.3f}"
     if (period := hit.interpreted_period) is not None:
         reason += (
             f"; time read from the query: {period.describe()}; period rank "

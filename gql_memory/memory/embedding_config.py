@@ -19,7 +19,7 @@ from gql_memory.db.tables import ALL_NAMESPACES, embedding_config
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
 from gql_memory.embeddings.windows import token_counter
 from gql_memory.errors import ConfigurationError
-from gql_memory.memory.raw import turn_document
+from gql_memory.memory.raw import turn_document, turn_vectors
 from gql_memory.memory.vectors import vector_literal
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,7 @@ async def reembed(
     embed_all_raw: bool = False,
     raw_context: bool = True,
     raw_context_tokens: int = RAW_CONTEXT_TOKENS,
+    raw_alone: bool = True,
     restart: bool = False,
     exclusive: bool = False,
     progress: Progress | None = None,
@@ -191,11 +192,13 @@ async def reembed(
         await refuse_while_in_use(db)
     # a raw turn's document: the end of the previous turn within this many tokens, then it
     context_tokens = raw_context_tokens if raw_context else 0
+    # and, with raw_alone, the turn alone too, the two vectors pooled (memory.raw)
+    pooled = raw_alone and context_tokens > 0
     counts: dict[str, int] = {}
     for table, (source, required) in EMBEDDED_TABLES.items():
         pending = _pending(required or embed_all_raw)
         counts[table] = await _fill_side_column(
-            db, provider, table, source, pending, context_tokens, batch_size, progress
+            db, provider, table, source, pending, context_tokens, batch_size, progress, pooled
         )
     async with db.write() as conn:
         # rebuilding HNSW indexes over large tables outlasts the per-statement timeout
@@ -218,6 +221,7 @@ async def reembed(
                     previous,
                     context_tokens,
                     batch_size,
+                    pooled,
                 ):
                     counts[table] += caught_up
         for table, (_, required) in EMBEDDED_TABLES.items():
@@ -276,6 +280,7 @@ async def _fill_side_column(
     context_tokens: int,
     batch_size: int,
     progress: Progress | None,
+    pooled: bool,
 ) -> int:
     previous = _previous(table, context_tokens)
     async with db.read() as conn:
@@ -300,6 +305,7 @@ async def _fill_side_column(
                     previous,
                     context_tokens,
                     batch_size,
+                    pooled,
                 )
             if not embedded:
                 break
@@ -328,6 +334,7 @@ async def _embed_batch(
     previous: str,
     context_tokens: int,
     batch_size: int,
+    pooled: bool = True,
 ) -> int:
     """Embed one batch of a namespace's pending rows into the side column; how many (0: none
     left)."""
@@ -358,7 +365,11 @@ async def _embed_batch(
             long[:20],
         )
         documents = [d[:bound] for d in documents]
-    vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
+    if pooled and table == "raw_dialogue":  # in context and alone, as memory.raw stores it
+        bodies = [r.body[:bound] if bound else r.body for r in rows]
+        vectors = await turn_vectors(provider, documents, bodies)
+    else:
+        vectors = await provider.embed(documents, role=TextRole.DOCUMENT)
     await conn.execute(
         text(
             f"UPDATE {table} t SET embedding_next = CAST(u.v AS vector) "

@@ -16,7 +16,7 @@ from gql_memory.config import EVENTS_CHANNEL, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import raw_dialogue
-from gql_memory.embeddings import EmbeddingProvider, TextRole
+from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.embeddings.windows import TokenCounter, ending, token_counter
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.autograph import turn_links
@@ -170,6 +170,23 @@ def turn_document(
     return f"{context}\n{current}" if context else current
 
 
+async def turn_vectors(
+    embedder: EmbeddingProvider, documents: Sequence[str], turns: Sequence[str]
+) -> list[Vector]:
+    """The vector of each raw turn: its document (the turn in its context) and the turn alone,
+    embedded both and averaged (the direction of their sum: what cosine similarity sees).
+    The context carries what a short turn is about ("Yes, it was amazing!"); the turn alone
+    keeps its own words from being outweighed by its context's (measured in
+    docs/benchmarks-retrieval.md: better than either alone). A turn whose document is the
+    turn itself (no context) is embedded once."""
+    alone = [i for i, (d, t) in enumerate(zip(documents, turns, strict=True)) if d != t]
+    vectors = await embedder.embed([*documents, *(turns[i] for i in alone)], role=TextRole.DOCUMENT)
+    pooled = list(vectors[: len(documents)])
+    for i, vector in zip(alone, vectors[len(documents) :], strict=True):
+        pooled[i] = [(a + b) / 2 for a, b in zip(pooled[i], vector, strict=True)]
+    return pooled
+
+
 def _log_decayed(namespace: str, decayed: Sequence[int]) -> None:
     """Seed 000's log line for the working memory that storing turns let decay (the turns
     are write events of their sessions, migration 0012): ids and reason, never content."""
@@ -309,8 +326,13 @@ class RawDialogueStore:
         if not embeddable:
             return embeddings
         try:
-            vectors = await self.embedder.embed(
-                [documents[i] for i in embeddable], role=TextRole.DOCUMENT
+            chosen = [documents[i] for i in embeddable]
+            vectors = await turn_vectors(
+                self.embedder,
+                chosen,
+                [turn_text(rows[i]["speaker"], rows[i]["content"]) for i in embeddable]
+                if self.settings.embed_raw_alone
+                else chosen,
             )
         except ServiceUnavailableError as exc:
             log.warning("storing %d turns without embeddings: %s", len(rows), exc)
@@ -320,9 +342,10 @@ class RawDialogueStore:
         return embeddings
 
     async def _documents(self, rows: list[dict[str, Any]]) -> list[str]:
-        """What is embedded for each turn: the turn after the one before it in its session
-        (contextual document embedding: "Yes, it was amazing!" carries its subject), or the
-        turn alone when GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
+        """What is embedded for each turn beside the turn alone (see ``turn_vectors``): the
+        turn after the one before it in its session (contextual document embedding: "Yes, it
+        was amazing!" carries its subject), or the turn alone only when
+        GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
         budget = self.settings.embed_raw_context_tokens
         if not self.settings.embed_raw_context or not budget or self.embedder is None:
             return [turn_text(r["speaker"], r["content"]) for r in rows]

@@ -3,15 +3,17 @@ distribution-based score fusion, or Reciprocal Rank Fusion on request), then the
 of the best hits lends part of its score to its one-hop neighbours (graphBoost), and bounded
 boosts come from the session's working memory and its graph neighbours.
 
-Three SQL round trips whatever topK is: (1) every leg of every layer in one statement,
-(2) the graph: neighbours of the best hits and the boosts of every candidate, (3) the content
-of the final hits.
+Three SQL round trips whatever topK is, four with raw turns: (1) every leg of every layer in
+one statement, (1b) the conversation sessions and speakers of the raw candidates, (2) the
+graph: neighbours of the best hits and the boosts of every candidate, (3) the content of the
+final hits.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,8 +28,15 @@ from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.errors import ValidationError
 from gql_memory.memory.decay import decay_params
 from gql_memory.memory.fusion import Fusion, SearchWeights, dbsf, rrf
+from gql_memory.memory.relevance import (
+    Calibration,
+    calibration_for,
+    relevance,
+    require_min_relevance,
+)
 from gql_memory.memory.search_sql import (
     LAYERS,
+    RAW_FACETS_SQL,
     MemoryLayer,
     When,
     content_sql,
@@ -63,6 +72,10 @@ class SearchHit:
     fusion: Fusion = Fusion.DBSF
     fused_score: float = 0.0
     rrf_score: float = 0.0
+    # a raw turn's share of the best fused score in its conversation session
+    session_share: float = 0.0
+    # the factor's part above 1 a raw turn gets when the query names its speaker
+    speaker_boost: float = 0.0
     graph_boost: float = 0.0
     graph_source: tuple[MemoryLayer, int] | None = None
     # validity of an insight or episode hit: a hit with valid_to was found as of an instant
@@ -80,11 +93,24 @@ class SearchHit:
     rank_without_period: int | None = None
     period_rank: int | None = None
     time_score: float | None = None
+    # the hit's cosine similarity with the query (None: no query vector, or the row has none)
+    cosine: float | None = None
+    # the chance that the hit answers the query, calibrated (gql_memory.memory.relevance)
+    relevance: float = 0.0
 
 
 def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> float:
     """ADR-002: the combined boost never exceeds the cap."""
     return min(session_boost + causal_boost, cap)
+
+
+def named_speakers(query: str, speakers: set[str]) -> set[str]:
+    """The speakers a query names, as whole words in any case ("what does caroline paint")."""
+    return {
+        s
+        for s in speakers
+        if len(s) > 1 and re.search(rf"(?<!\w){re.escape(s)}(?!\w)", query, re.IGNORECASE)
+    }
 
 
 def require_weights(weights: SearchWeights | None, settings: Settings) -> SearchWeights:
@@ -135,12 +161,19 @@ class _Candidate:
     scores: dict[str, float] = field(default_factory=dict)
     fused_score: float = 0.0
     rrf_score: float = 0.0
+    session_share: float = 0.0
+    speaker_boost: float = 0.0
     graph_boost: float = 0.0
     graph_source: tuple[MemoryLayer, int] | None = None
     session_boost: float = 0.0
     causal_boost: float = 0.0
     boost: float = 0.0
     final_score: float = 0.0
+
+    @property
+    def lending_score(self) -> float:
+        """What the hit is worth before the graph: fused, plus its session's share."""
+        return self.fused_score + self.session_share
 
 
 @functools.lru_cache(maxsize=256)
@@ -175,6 +208,7 @@ class HybridSearch:
         until: datetime | None = None,
         reference_time: datetime | None = None,
         interpret_time: bool | None = None,
+        min_relevance: float | None = None,
     ) -> list[SearchHit]:
         """The top_k hits across ``layers``, best first, each with its explanation. Only the
         facts valid now are searched, or those valid at ``as_of`` (and the raw turns stored by
@@ -183,7 +217,8 @@ class HybridSearch:
         timestamp), facts valid during some of it. With ``interpret_time`` (default: the
         setting) and no since / until, a period the query names ("last week") against
         ``reference_time`` (default as_of, else now) ranks hits in it higher (see
-        gql_memory.memory.time_expressions)."""
+        gql_memory.memory.time_expressions). Hits whose relevance is below ``min_relevance``
+        (default: the setting, else the embedding model's calibrated floor) are left out."""
         query = require_query(query, self.settings.search_max_query_words)
         as_of = require_as_of(as_of)
         since, until = require_period(since, until)
@@ -195,6 +230,8 @@ class HybridSearch:
         chosen = require_layers(layers)
         weights = require_weights(weights, self.settings)
         fusion = require_fusion(fusion, self.settings)
+        calibration = calibration_for(self.embedder.model)
+        floor = require_min_relevance(min_relevance, self.settings, calibration)
         limited = since is not None or until is not None
         period = await query_period(
             query, interpret_time, reference_time, as_of, limited, self.settings
@@ -202,7 +239,9 @@ class HybridSearch:
         if period is not None:  # two searches, one query vector
             twice = HybridSearch(self.db, self.settings, self.namespace, EmbedOnce(self.embedder))
             args = (session_id, chosen, weights, fusion)
-            return await rank_with_period(
+            # the floor applies to the fused ranking: a hit the period brings up is not cut
+            # for its relevance within the period alone
+            timed = await rank_with_period(
                 twice.search,
                 period,
                 self.settings.rrf_k,
@@ -210,7 +249,9 @@ class HybridSearch:
                 top_k,
                 *args,
                 as_of=as_of,
+                min_relevance=0.0,
             )
+            return [h for h in timed if h.relevance >= floor]
         vector = None
         if weights.vector:  # a leg weighted 0 is off
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
@@ -220,10 +261,19 @@ class HybridSearch:
                 conn, query, vector, chosen, weights, top_k, when, moments
             )
             self._fuse(candidates, weights, fusion)
+            speakers: dict[int, str] = {}
+            if candidates and MemoryLayer.RAW in chosen:
+                speakers = await self._sessions(conn, candidates)
             if candidates:
                 candidates = await self._graph(conn, candidates, session_id, chosen, when, moments)
+            if speakers:
+                self._speakers(query, candidates, speakers)
             candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
-            return await self._with_content(conn, candidates[:top_k], fusion)
+            best = max((c.scores.get("vector", -1.0) for c in candidates), default=-1.0)
+            hits = await self._with_content(
+                conn, candidates[:top_k], fusion, vector, best if best > -1.0 else None, calibration
+            )
+        return [h for h in hits if h.relevance >= floor]
 
     async def _legs(
         self,
@@ -287,6 +337,44 @@ class HybridSearch:
             c.fused_score = c.rrf_score if fusion is Fusion.RRF else scored.get(index, 0.0)
             c.final_score = c.fused_score
 
+    async def _facets(self, conn: Any, ids: list[int]) -> list[Any]:
+        rows = await conn.execute(_statement(RAW_FACETS_SQL), {"ns": self.namespace, "ids": ids})
+        return list(rows)
+
+    async def _sessions(self, conn: Any, candidates: list[_Candidate]) -> dict[int, str]:
+        """Hierarchical retrieval, softly: every raw candidate gains a share of the best fused
+        score among the candidates of its conversation session (sessionShare), so that the
+        session that answers the query best lifts its other turns (where the answer often is:
+        a question's reply, the event's details). Returns the raw candidates' speakers."""
+        raw = {c.id: c for c in candidates if c.layer is MemoryLayer.RAW}
+        if not raw or (
+            not self.settings.search_session_share and not self.settings.search_speaker_boost
+        ):
+            return {}
+        rows = await self._facets(conn, list(raw))
+        best: dict[str, float] = {}
+        for row in rows:
+            best[row.session_id] = max(best.get(row.session_id, 0.0), raw[row.id].fused_score)
+        share = self.settings.search_session_share
+        for row in rows:
+            raw[row.id].session_share = share * best[row.session_id]
+            raw[row.id].final_score = raw[row.id].lending_score
+        return {row.id: row.speaker for row in rows}
+
+    def _speakers(self, query: str, hits: list[_Candidate], speakers: dict[int, str]) -> None:
+        """speakerBoost: when the query names one speaker of the raw candidates, that
+        speaker's candidate turns score 1 + search_speaker_boost times as much: what a person
+        did or said is told in their own turns, far more often than in the other side's.
+        (A turn that only the graph brought is not a candidate: it keeps its loan as lent.)"""
+        factor = self.settings.search_speaker_boost
+        named = named_speakers(query, set(speakers.values())) if factor else set()
+        if len(named) != 1:
+            return
+        for hit in hits:
+            if hit.layer is MemoryLayer.RAW and speakers.get(hit.id) in named:
+                hit.speaker_boost = factor
+                hit.final_score *= 1 + factor
+
     async def _graph(
         self,
         conn: Any,
@@ -300,7 +388,7 @@ class HybridSearch:
         settings = self.settings
         share = settings.graph_propagation
         # a fixed number of lenders: the best hits lend alike whatever topK asks for
-        lenders = sorted(hits, key=lambda h: (-h.fused_score, h.layer.value, h.id))[
+        lenders = sorted(hits, key=lambda h: (-h.lending_score, h.layer.value, h.id))[
             : settings.graph_propagation_lenders
         ]
         if share <= 0:
@@ -316,7 +404,7 @@ class HybridSearch:
                     "ids": [h.id for h in hits],
                     "lender_layers": [h.layer.value for h in lenders],
                     "lender_ids": [h.id for h in lenders],
-                    "lender_scores": [h.fused_score for h in lenders],
+                    "lender_scores": [h.lending_score for h in lenders],
                     "fanout": settings.graph_propagation_fanout,
                     **decay_params(settings),
                 },
@@ -349,19 +437,26 @@ class HybridSearch:
                     2: settings.causal_boost_two_hops,
                 }.get(hops, 0.0)
             hit.boost = bounded_boost(hit.session_boost, hit.causal_boost, settings.boost_cap)
-            hit.final_score = (hit.fused_score + hit.graph_boost) * (1 + hit.boost)
+            hit.final_score = (hit.lending_score + hit.graph_boost) * (1 + hit.boost)
         return list(by_key.values())
 
     async def _with_content(
-        self, conn: Any, hits: list[_Candidate], fusion: Fusion
+        self,
+        conn: Any,
+        hits: list[_Candidate],
+        fusion: Fusion,
+        vector: str | None,
+        best_cosine: float | None,
+        calibration: Calibration | None,
     ) -> list[SearchHit]:
-        """The final hits with their content (a hit whose row is gone meanwhile is left out)."""
+        """The final hits with their content and relevance (a hit whose row is gone meanwhile
+        is left out)."""
         if not hits:
             return []
-        params: dict[str, Any] = {"ns": self.namespace}
+        params: dict[str, Any] = {"ns": self.namespace, "vector": vector}
         for layer in LAYERS:
             params[f"ids_{layer.value.lower()}"] = [h.id for h in hits if h.layer is layer]
-        sql = content_sql({h.layer for h in hits})
+        sql = content_sql({h.layer for h in hits}, vector=vector is not None)
         rows = (await conn.execute(_statement(sql), params)).all()
         found = {(r.layer, r.id): r for r in rows}
         return [
@@ -377,6 +472,8 @@ class HybridSearch:
                 fusion=fusion,
                 fused_score=hit.fused_score,
                 rrf_score=hit.rrf_score,
+                session_share=hit.session_share,
+                speaker_boost=hit.speaker_boost,
                 graph_boost=hit.graph_boost,
                 graph_source=hit.graph_source,
                 valid_from=row[4],
@@ -386,6 +483,8 @@ class HybridSearch:
                 causal_boost=hit.causal_boost,
                 boost=hit.boost,
                 final_score=hit.final_score,
+                cosine=row.cosine,
+                relevance=relevance(row.cosine, hit.scores.get("text"), best_cosine, calibration),
             )
             for hit in hits
             if (row := found.get((hit.layer.value, hit.id))) is not None

@@ -289,10 +289,17 @@ size_{layer.value.lower()} AS MATERIALIZED (
     return "WITH RECURSIVE " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
 
 
-def content_sql(layers: Iterable[MemoryLayer]) -> str:
+# The conversation session and speaker of raw turns among a search's candidates (by key).
+RAW_FACETS_SQL = """
+SELECT id, session_id, speaker FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids)
+"""
+
+
+def content_sql(layers: Iterable[MemoryLayer], vector: bool = False) -> str:
     """What the final hits show, for the hits of ``layers``: their text, session and validity
-    (:ids_<layer> per layer)."""
+    (:ids_<layer> per layer), and with a query vector (:vector) their cosine similarity."""
     chosen = set(layers)
+    cosine = "1 - (embedding <=> CAST(:vector AS vector))" if vector else "CAST(NULL AS float8)"
     return " UNION ALL ".join(
         f"SELECT '{layer.value}' AS layer, id, {spec.content} AS content, "
         f"{spec.session} AS session_id, "
@@ -301,7 +308,7 @@ def content_sql(layers: Iterable[MemoryLayer]) -> str:
             if spec.facts
             else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint) "
         )
-        + f"FROM {spec.table} "
+        + f", {cosine} AS cosine FROM {spec.table} "
         f"WHERE namespace = :ns AND id = ANY(:ids_{layer.value.lower()})"
         for layer, spec in LAYERS.items()
         if layer in chosen

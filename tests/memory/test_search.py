@@ -111,7 +111,7 @@ async def test_graph_propagation_lends_to_the_next_turn(memory: Memory) -> None:
     lent = by_id[answer.id]
     assert lent.text_rank is None and lent.vector_rank is None  # found by the graph alone
     assert lent.graph_source == (MemoryLayer.RAW, question.id)
-    assert lent.graph_boost == pytest.approx(0.25 * question.fused_score)
+    assert lent.graph_boost == pytest.approx(0.25 * (question.fused_score + question.session_share))
     assert lent.final_score == pytest.approx(lent.graph_boost)
     assert lent.content == "Caroline: Honestly, it changed my life."
     off = Memory(memory.db, memory.settings.with_overrides(graph_propagation=0.0), "default")
@@ -320,7 +320,7 @@ def test_rrf_formula() -> None:
 
 
 @pytest.mark.parametrize("top_k", [1, 10, 100])
-async def test_a_search_is_three_round_trips_whatever_top_k(
+async def test_a_search_is_three_round_trips_whatever_top_k_four_with_raw_turns(
     memory: Memory, statements: list[str], top_k: int
 ) -> None:
     for i in range(30):
@@ -331,6 +331,10 @@ async def test_a_search_is_three_round_trips_whatever_top_k(
     statements.clear()
     hits = await memory.search("tea travel", top_k=top_k, session_id="s", layers=["INSIGHT", "RAW"])
     assert hits
+    queries = [s for s in statements if not s.strip().upper().startswith(("BEGIN", "COMMIT"))]
+    assert len(queries) <= 4, queries  # the fourth: the raw candidates' sessions and speakers
+    statements.clear()
+    assert await memory.search("tea travel", top_k=top_k, session_id="s", layers=["INSIGHT"])
     queries = [s for s in statements if not s.strip().upper().startswith(("BEGIN", "COMMIT"))]
     assert len(queries) <= 3, queries
 

@@ -1,0 +1,94 @@
+"""A search hit's calibrated relevance: the chance, in [0, 1], that it answers the query.
+
+Fused scores rank the hits of one search; they say nothing across searches (the best hit of a
+memory that knows nothing about the query still gets the best fused score). Relevance does:
+a logistic model of three absolute signals, fitted on the LoCoMo dev split
+(docs/benchmarks-retrieval.md, "Knowing when nothing is relevant"):
+
+- the hit's cosine similarity with the query (the embedding model's own scale);
+- the hit's BM25 text score, saturated to [0, 1) as ``s / (s + 5)``;
+- the best cosine any memory of the namespace reached for the query: a query whose best match
+  is weak is asked of a memory that does not hold its answer.
+
+The fit's positives are the evidence turns among the top 10 hits of a question asked of its
+own conversation; its negatives are the top 10 hits of the same question asked of another
+conversation. Cosine scales differ between models, so a calibration belongs to one embedding
+model; with a model that has none, relevance is the plain similarity (cosine and text signal
+combined) and the default floor is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gql_memory.config import Settings
+from gql_memory.errors import ValidationError
+
+TEXT_SATURATION = 5.0  # a BM25 score of 5 counts as half the text signal
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Weights of the logistic model, and the floor chosen with them on the dev split."""
+
+    bias: float
+    cosine: float
+    text: float
+    best_cosine: float
+    floor: float
+
+
+# Fitted 2026-11-26 on the LoCoMo dev split (760 questions, 5 conversations) with the turn
+# vectors of memory.raw (the turn in context and alone, pooled); see bench/locomo_recall.py.
+CALIBRATIONS: dict[str, Calibration] = {
+    "multilingual-e5-small": Calibration(
+        bias=-143.82, cosine=47.728, text=4.198, best_cosine=120.441, floor=0.02
+    ),
+}
+
+
+def calibration_for(model: str) -> Calibration | None:
+    """The calibration of an embedding model, by its name (a provider's model name may carry
+    its publisher: "intfloat/multilingual-e5-small")."""
+    return CALIBRATIONS.get(model.rsplit("/", 1)[-1].lower())
+
+
+def text_signal(text_score: float | None) -> float:
+    return 0.0 if not text_score or text_score <= 0 else text_score / (text_score + TEXT_SATURATION)
+
+
+def relevance(
+    cosine: float | None,
+    text_score: float | None,
+    best_cosine: float | None,
+    calibration: Calibration | None,
+) -> float:
+    """The hit's relevance in [0, 1] (see the module's docstring)."""
+    text = text_signal(text_score)
+    if calibration is None or cosine is None or best_cosine is None:
+        similarity = max(0.0, min(1.0, cosine or 0.0))
+        return 1.0 - (1.0 - similarity) * (1.0 - text)
+    z = (
+        calibration.bias
+        + calibration.cosine * cosine
+        + calibration.text * text
+        + calibration.best_cosine * best_cosine
+    )
+    if z < -60:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def require_min_relevance(
+    value: float | None, settings: Settings, calibration: Calibration | None
+) -> float:
+    """The floor a search or context applies: the call's, else the operator's
+    (GQL_MEMORY_SEARCH_MIN_RELEVANCE), else the model's calibrated floor (0 without one)."""
+    if value is None:
+        value = settings.search_min_relevance
+    if value is None:
+        return calibration.floor if calibration is not None else 0.0
+    if not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValidationError("minRelevance must be a number from 0 to 1")
+    return float(value)

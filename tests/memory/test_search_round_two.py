@@ -1,0 +1,211 @@
+"""Retrieval, round two (issue 30): a raw turn's vector pools the turn in context and alone,
+the best session lifts its turns (sessionShare), the speaker a query names is boosted
+(speakerBoost), and every hit carries a calibrated relevance that minRelevance filters on."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from sqlalchemy import text as sql
+
+from gql_memory import ValidationError
+from gql_memory.config import Settings
+from gql_memory.embeddings import TextRole
+from gql_memory.memory import Memory
+from gql_memory.memory.fusion import SearchWeights
+from gql_memory.memory.raw import turn_text
+from gql_memory.memory.relevance import (
+    CALIBRATIONS,
+    Calibration,
+    calibration_for,
+    relevance,
+    require_min_relevance,
+)
+from gql_memory.memory.search import MemoryLayer, named_speakers
+
+
+async def stored_vector(memory: Memory, turn_id: int) -> list[float]:
+    async with memory.db.read() as conn:
+        value = await conn.scalar(
+            sql("SELECT embedding::text FROM raw_dialogue WHERE id = :id"), {"id": turn_id}
+        )
+    return [float(x) for x in json.loads(value)]
+
+
+async def test_a_turn_with_context_is_embedded_in_it_and_alone_pooled(memory: Memory) -> None:
+    first = await memory.raw.store("s", "mel", "How was the pottery workshop?")
+    second = await memory.raw.store("s", "caroline", "Honestly, it changed my life.")
+    embed = memory.embedder.embed
+    [alone] = await embed(
+        [turn_text("mel", "How was the pottery workshop?")], role=TextRole.DOCUMENT
+    )
+    # the first turn of a session has no context: embedded once, as itself
+    assert await stored_vector(memory, first.id) == pytest.approx(alone, abs=1e-6)
+    document = "mel: How was the pottery workshop?\ncaroline: Honestly, it changed my life."
+    in_context, by_itself = await embed(
+        [document, "caroline: Honestly, it changed my life."], role=TextRole.DOCUMENT
+    )
+    expected = [(a + b) / 2 for a, b in zip(in_context, by_itself, strict=True)]
+    assert await stored_vector(memory, second.id) == pytest.approx(expected, abs=1e-6)
+
+    context_only = Memory(memory.db, memory.settings.with_overrides(embed_raw_alone=False))
+    third = await context_only.raw.store("t", "mel", "How was the pottery workshop?")
+    fourth = await context_only.raw.store("t", "caroline", "Honestly, it changed my life.")
+    assert await stored_vector(memory, third.id) == pytest.approx(alone, abs=1e-6)
+    assert await stored_vector(memory, fourth.id) == pytest.approx(in_context, abs=1e-6)
+
+
+async def test_the_best_candidate_of_a_session_lifts_its_other_turns(memory: Memory) -> None:
+    await memory.raw.store("trip", "mel", "We went camping by the lake last weekend")
+    await memory.raw.store("trip", "caroline", "That sounds lovely, what did you cook?")
+    await memory.raw.store("trip", "mel", "Fish over the fire, camping food is the best")
+    await memory.raw.store("work", "mel", "The quarterly report on camping gear sales is due")
+    hits = await memory.search("camping by the lake", top_k=50, session_id=None, layers=["RAW"])
+    assert hits
+    share = memory.settings.search_session_share
+    best: dict[str | None, float] = {}
+    for hit in hits:
+        if hit.vector_rank is not None or hit.text_rank is not None:  # a candidate of a leg
+            best[hit.session_id] = max(best.get(hit.session_id, 0.0), hit.fused_score)
+    for hit in hits:
+        if hit.session_id in best and (hit.vector_rank or hit.text_rank):
+            assert hit.session_share == pytest.approx(share * best[hit.session_id])
+            expected = (hit.fused_score + hit.session_share + hit.graph_boost) * (1 + hit.boost)
+            assert hit.final_score == pytest.approx(expected * (1 + hit.speaker_boost))
+    off = Memory(memory.db, memory.settings.with_overrides(search_session_share=0.0))
+    assert all(
+        h.session_share == 0.0
+        for h in await off.search("camping by the lake", top_k=50, session_id=None, layers=["RAW"])
+    )
+
+
+def test_the_speakers_a_query_names() -> None:
+    speakers = {"Caroline", "Melanie", "user", "I"}
+    assert named_speakers("What does caroline paint?", speakers) == {"Caroline"}
+    assert named_speakers("Did Caroline and Melanie meet?", speakers) == {"Caroline", "Melanie"}
+    assert named_speakers("What did the user say?", speakers) == {"user"}
+    assert named_speakers("Carolines are rare; I think so", speakers) == set()  # whole words
+
+
+async def test_the_speaker_a_query_names_is_boosted(memory: Memory) -> None:
+    own = await memory.raw.store("a", "Caroline", "I paint abstract landscapes at night")
+    other = await memory.raw.store("a", "Mel", "Caroline, your paintings of landscapes are great")
+    text_only = SearchWeights(vector=0, text=1)
+    hits = await memory.search(
+        "What does Caroline paint? landscapes", session_id=None, layers=["RAW"], weights=text_only
+    )
+    by_id = {h.id: h for h in hits}
+    assert by_id[own.id].speaker_boost == memory.settings.search_speaker_boost == 0.5
+    assert by_id[other.id].speaker_boost == 0.0
+    both = await memory.search(
+        "Caroline and Mel on landscapes", session_id=None, layers=["RAW"], weights=text_only
+    )
+    assert all(h.speaker_boost == 0.0 for h in both)  # two speakers named: no side taken
+    off = Memory(memory.db, memory.settings.with_overrides(search_speaker_boost=0.0))
+    plain = await off.search(
+        "What does Caroline paint? landscapes", session_id=None, layers=["RAW"], weights=text_only
+    )
+    assert all(h.speaker_boost == 0.0 for h in plain)
+    unboosted = {h.id: h for h in plain}
+    assert by_id[own.id].final_score == pytest.approx(1.5 * unboosted[own.id].final_score)
+    assert by_id[other.id].final_score == pytest.approx(unboosted[other.id].final_score)
+
+
+def test_calibrations_are_per_model() -> None:
+    e5 = CALIBRATIONS["multilingual-e5-small"]
+    assert calibration_for("multilingual-e5-small") is e5
+    assert calibration_for("intfloat/multilingual-e5-small") is e5  # a served model's name
+    assert calibration_for("hashed-ngrams-v2") is None
+
+
+def test_relevance_is_a_probability_that_grows_with_every_signal() -> None:
+    e5 = CALIBRATIONS["multilingual-e5-small"]
+    values = [
+        relevance(cosine, text, best, e5)
+        for cosine, text, best in [(0.80, 0, 0.80), (0.85, 0, 0.85), (0.85, 4, 0.85), (0.9, 4, 0.9)]
+    ]
+    assert all(0.0 <= v <= 1.0 for v in values)
+    assert values == sorted(values) and values[0] < values[-1]
+    assert relevance(0.95, 20.0, 0.95, e5) > 0.9
+    assert relevance(0.70, 0.0, 0.70, e5) < 0.001
+    # a weak best match for the query lowers every hit's relevance: the memory lacks the answer
+    assert relevance(0.80, 2.0, 0.80, e5) < relevance(0.80, 2.0, 0.88, e5)
+    # without a calibration: the similarity and the text signal, combined
+    assert relevance(0.5, 0.0, 0.5, None) == pytest.approx(0.5)
+    assert relevance(0.5, 5.0, 0.5, None) == pytest.approx(0.75)
+    assert relevance(None, None, None, None) == 0.0
+
+
+def test_the_floor_is_the_calls_the_operators_or_the_models(settings: Settings) -> None:
+    e5 = CALIBRATIONS["multilingual-e5-small"]
+    assert require_min_relevance(None, settings, e5) == e5.floor
+    assert require_min_relevance(None, settings, None) == 0.0
+    assert require_min_relevance(0.3, settings, e5) == 0.3
+    operator = settings.with_overrides(search_min_relevance=0.1)
+    assert require_min_relevance(None, operator, e5) == 0.1
+    assert require_min_relevance(0.0, operator, e5) == 0.0
+    for bad in (-0.1, 1.5, math.nan, math.inf):
+        with pytest.raises(ValidationError, match="minRelevance"):
+            require_min_relevance(bad, settings, e5)
+
+
+async def test_every_hit_has_a_relevance_and_min_relevance_filters(memory: Memory) -> None:
+    for i in range(6):
+        await memory.insights.add(f"note {i}: the user prefers green tea in the morning")
+    await memory.insights.add("the deployment runs on Kubernetes")
+    hits = await memory.search("green tea", top_k=10, min_relevance=0.0)
+    assert len(hits) == 7
+    assert all(0.0 <= h.relevance <= 1.0 and h.cosine is not None for h in hits)
+    tea = [h for h in hits if "tea" in h.content]
+    other = next(h for h in hits if "Kubernetes" in h.content)
+    assert min(h.relevance for h in tea) > other.relevance
+    floor = (min(h.relevance for h in tea) + other.relevance) / 2
+    kept = await memory.search("green tea", top_k=10, min_relevance=floor)
+    assert [h.id for h in kept] == [h.id for h in hits if h.relevance >= floor]
+    assert {h.id for h in kept} == {h.id for h in tea}
+    assert await memory.search("green tea", top_k=10, min_relevance=1.0) == []
+    with pytest.raises(ValidationError, match="minRelevance"):
+        await memory.search("green tea", min_relevance=2.0)
+
+
+async def test_a_custom_calibration_sets_the_default_floor(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default floor is the model's own: an embedder with a calibration filters by it."""
+    await memory.insights.add("the user prefers green tea")
+    await memory.insights.add("the deployment runs on Kubernetes")
+    plain = await memory.search("green tea", top_k=10)
+    assert len(plain) == 2  # the hash embedder has no calibration: no default floor
+    tea, other = (next(h for h in plain if word in h.content) for word in ("tea", "Kubernetes"))
+    assert tea.cosine is not None and other.cosine is not None and tea.cosine > other.cosine
+    middle = (tea.cosine + other.cosine) / 2  # a calibration whose 0.5 lies between the two
+    steep = Calibration(bias=-60.0 * middle, cosine=60.0, text=0.0, best_cosine=0.0, floor=0.5)
+    monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, steep)
+    calibrated = await memory.search("green tea", top_k=10)
+    assert [h.id for h in calibrated] == [tea.id]
+    assert calibrated[0].relevance == pytest.approx(relevance(tea.cosine, 0.0, 0.0, steep))
+    assert calibrated[0].layer == MemoryLayer.INSIGHT
+
+
+async def test_context_leaves_out_hits_below_the_floor_and_says_how_many(memory: Memory) -> None:
+    for i in range(3):
+        await memory.insights.add(f"note {i}: the user prefers green tea in the morning")
+    await memory.insights.add("the deployment runs on Kubernetes")
+    hits = await memory.search("green tea", top_k=20, session_id="s", min_relevance=0.0)
+    tea = min(h.relevance for h in hits if "tea" in h.content)
+    other = max(h.relevance for h in hits if "Kubernetes" in h.content)
+    assert tea > other
+    everything = await memory.context("green tea", session_id="s", min_relevance=0.0)
+    assert everything.below_relevance == 0 and "Kubernetes" in everything.text
+    floor = (tea + other) / 2
+    relevant = await memory.context("green tea", session_id="s", min_relevance=floor)
+    assert relevant.below_relevance == 1 and relevant.min_relevance == floor
+    assert "Kubernetes" not in relevant.text and "green tea" in relevant.text
+    assert any("1 search hits left out" in note for note in relevant.notes)
+    nothing = await memory.context("green tea", session_id="s", min_relevance=1.0)
+    assert nothing.below_relevance == len(hits)
+    assert all(not s.items for s in nothing.sections) and "tea" not in nothing.text
+    with pytest.raises(ValidationError, match="minRelevance"):
+        await memory.context("green tea", min_relevance=-1.0)
