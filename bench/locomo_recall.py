@@ -42,6 +42,7 @@ from sqlalchemy import text
 
 from bench import previous_search
 from bench.common import percentile
+from bench.relevance_floor import RelevanceCheck, default_floor
 from gql_memory import AsyncMemoryStore, RawDialogueInput
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
@@ -57,7 +58,11 @@ KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
 HYBRID = "hybrid (default: DBSF 0.5/0.5 + graph)"
-BEFORE = "hybrid default before issue 34 (coverage text leg, table statistics)"
+BEFORE = (
+    "old defaults (before issues 30 and 34: coverage text leg, turn vectors in context only, "
+    "no sessionShare / speakerBoost)"
+)
+FLOORED = "hybrid with the default relevance floor (minRelevance)"
 REFERENCE = "reference: turn vectors + OR-ed ts_rank keywords, RRF k=60"
 
 
@@ -69,6 +74,12 @@ class Mode:
     fusion: Fusion | None = None
     changes: tuple[tuple[str, Any], ...] = ()
     previous: bool = False  # with the legs statement of before issue 34 (bench/previous_search)
+    # the namespace searched: "" the conversation's, "-before" its copy whose turn vectors are
+    # the turn in its context only (embed_raw_alone off: before issue 30)
+    namespace: str = ""
+
+
+OLD = (("search_session_share", 0.0), ("search_speaker_boost", 0.0))
 
 
 MODES: dict[str, Mode] = {
@@ -80,7 +91,10 @@ MODES: dict[str, Mode] = {
     "hybrid RRF k=60 0.7/0.3 (old default)": Mode(
         SearchWeights(0.7, 0.3), Fusion.RRF, (("graph_propagation", 0.0),)
     ),
-    BEFORE: Mode(previous=True),
+    "hybrid without sessionShare": Mode(changes=(("search_session_share", 0.0),)),
+    "hybrid without speakerBoost": Mode(changes=(("search_speaker_boost", 0.0),)),
+    "hybrid, turn vectors in context only": Mode(namespace="-before"),
+    BEFORE: Mode(previous=True, changes=OLD, namespace="-before"),
     "text leg only, before issue 34": Mode(
         SearchWeights(0.0, 1.0), changes=(("graph_propagation", 0.0),), previous=True
     ),
@@ -274,6 +288,8 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
     dated_recall = Recall()  # the questions that name a time, apart: "all" stays all
     time_check = TimeCheck()
     safety = BoostSafety()
+    relevance = RelevanceCheck()
+    asked: list[tuple[str, str]] = []  # (namespace, question), to ask of another memory
     latencies: list[float] = []
     ingest_turns, ingest_seconds = 0, 0.0
     questions = 0
@@ -282,6 +298,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
             db = root.memory.db
             embedder = EmbedOnce(root.memory.embedder)
             plain_settings = settings.with_overrides(embed_raw_context=False)
+            before_settings = settings.with_overrides(embed_raw_alone=False)
             for sample in samples:
                 namespace = sample["sample_id"]
                 store = Memory(db, settings, namespace, embedder)
@@ -297,16 +314,28 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         for t in await plain.raw.store_many(turns)
                         if t.metadata
                     }
+                # the same turns as before issue 30 embedded them (the documents are cached)
+                before = Memory(db, before_settings, namespace + "-before", embedder)
+                ids: dict[str, dict[int, str]] = {"": {}, "-before": {}}
+                ids["-before"] = {
+                    t.id: t.metadata["dia_id"]
+                    for t in await before.raw.store_many(turns)
+                    if t.metadata
+                }
                 async with db.write() as conn:  # as autovacuum would after a bulk import
                     for table in ("raw_dialogue", "nodes", "edges"):
                         await conn.execute(text(f"ANALYZE {table}"))
                 by_raw_id = {t.id: t.metadata["dia_id"] for t in stored if t.metadata}
+                ids[""] = by_raw_id
                 known = set(by_raw_id.values())
                 reference_time = last_session_time(sample)
                 searchers: dict[str, tuple[Memory, Mode]] = {
                     name: (
                         Memory(
-                            db, settings.with_overrides(**dict(mode.changes)), namespace, embedder
+                            db,
+                            settings.with_overrides(**dict(mode.changes)),
+                            namespace + mode.namespace,
+                            embedder,
                         ),
                         mode,
                     )
@@ -319,6 +348,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                     if not evidence:
                         continue
                     questions += 1
+                    asked.append((namespace, qa["question"]))
                     category = CATEGORIES[qa["category"]]
                     for name, (memory, mode) in searchers.items():
                         started = time.perf_counter()
@@ -330,10 +360,20 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                                 layers=["RAW"],
                                 weights=mode.weights,
                                 fusion=mode.fusion,
+                                min_relevance=0.0,  # the ranking; the floor has its own row
                             )
                         if name == HYBRID:
                             latencies.append(time.perf_counter() - started)
-                        recall.add(name, category, evidence, [by_raw_id.get(h.id) for h in hits])
+                        ranked = [ids[mode.namespace].get(h.id) for h in hits]
+                        recall.add(name, category, evidence, ranked)
+                        if name == HYBRID:
+                            floor = relevance.floor = default_floor(memory)
+                            kept = [by_raw_id.get(h.id) for h in hits if h.relevance >= floor]
+                            recall.add(FLOORED, category, evidence, kept)
+                            relevance.calibrate(hits, evidence, by_raw_id)
+                            await relevance.context_recall(
+                                memory, qa["question"], evidence, by_raw_id
+                            )
                         if name == HYBRID:
                             await check_boosts(
                                 memory, qa["question"], evidence, hits, by_raw_id, safety
@@ -350,12 +390,15 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                                 (recall, dated_recall, time_check),
                             )
                     if reference:
-                        ranked = await reference_search(
+                        found = await reference_search(
                             db, settings, embedder, namespace + "-plain", qa["question"]
                         )
-                        recall.add(
-                            REFERENCE, category, evidence, [plain_ids.get(i) for i in ranked]
-                        )
+                        recall.add(REFERENCE, category, evidence, [plain_ids.get(i) for i in found])
+            # every question asked of the next conversation's memory, which lacks its answer
+            namespaces = list(dict.fromkeys(n for n, _ in asked))
+            for namespace, question in asked:
+                other = namespaces[(namespaces.index(namespace) + 1) % len(namespaces)]
+                await relevance.asked_elsewhere(Memory(db, settings, other, embedder), question)
     lines = report(
         recall,
         dated_recall,
@@ -367,7 +410,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
         ingest_turns,
         ingest_seconds,
     )
-    return [*lines[:-1], *safety.lines(), ""]
+    return [*lines[:-1], *relevance.lines(), *safety.lines(), ""]
 
 
 class TimeCheck:
@@ -399,6 +442,7 @@ async def check_time(
         layers=["RAW"],
         interpret_time=True,
         reference_time=reference_time,
+        min_relevance=0.0,
     )
     recall.add(INTERPRETED, category, evidence, [by_raw_id.get(h.id) for h in interpreted])
     period = question_period(question, reference_time, memory.settings)
@@ -416,6 +460,7 @@ async def check_time(
         layers=["RAW"],
         since=period.start,
         until=period.until,
+        min_relevance=0.0,
     )
     dated_recall.add(DATED, "dated", evidence, [by_raw_id.get(h.id) for h in limited])
 
@@ -481,7 +526,7 @@ def report(
     ingest_turns: int,
     ingest_seconds: float,
 ) -> list[str]:
-    modes = [m for m in [*MODES, INTERPRETED, REFERENCE] if recall.values[m]]
+    modes = [m for m in [*MODES, FLOORED, INTERPRETED, REFERENCE] if recall.values[m]]
     ms = [1000 * x for x in latencies]
     lines = [
         "## LoCoMo evidence-turn recall@k (RAW layer)",
@@ -502,13 +547,16 @@ def report(
         lines.append(f"| {mode} | {row} |")
     lines += [
         "",
-        "R@10 by category:",
+        "R@5 / R@10 by category:",
         "",
         "| mode | " + " | ".join(CATEGORIES.values()) + " |",
         "| --- |" + " --- |" * len(CATEGORIES),
     ]
     for mode in modes:
-        row = " | ".join(f"{recall.mean(mode, (c, 10)):.1f}" for c in CATEGORIES.values())
+        row = " | ".join(
+            f"{recall.mean(mode, (c, 5)):.1f} / {recall.mean(mode, (c, 10)):.1f}"
+            for c in CATEGORIES.values()
+        )
         lines.append(f"| {mode} | {row} |")
     dated = len(dated_recall.values[DATED][("dated", 10)])
     if dated:
