@@ -258,8 +258,12 @@ class LangGraphStore(BaseStore):
         if op.query is None or not op.query.strip():
             found = [i for i in await self._items(store) if selected(i, op)]
             return found[op.offset : op.offset + op.limit]
-        hits = await store.search(
-            op.query, top_k=MAX_CANDIDATES, session_id=None, layers=[MemoryLayer.INSIGHT]
+        hits = await store.search(  # a store ranks its items: no relevance floor
+            op.query,
+            top_k=MAX_CANDIDATES,
+            session_id=None,
+            layers=[MemoryLayer.INSIGHT],
+            min_relevance=0.0,
         )
         insights = await store.insights.get_many([h.id for h in hits])
         ranked: list[SearchItem] = []

@@ -318,7 +318,12 @@ class KnowledgeGraph:
         floor = self.settings.mcp_search_nodes_min_similarity
         # a name or a phrase to match, never a question about a period (whatever the setting)
         hits = await self.hybrid.search(
-            query, SEARCH_HITS, None, [MemoryLayer.INSIGHT], interpret_time=False
+            query,
+            SEARCH_HITS,
+            None,
+            [MemoryLayer.INSIGHT],
+            interpret_time=False,
+            min_relevance=0.0,  # the similarity floor below is this tool's own
         )
         kept = [
             h.id
