@@ -58,10 +58,7 @@ KS = (5, 10, 25, 50)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
 HYBRID = "hybrid (default: DBSF 0.5/0.5 + graph)"
-BEFORE = (
-    "old defaults (before issues 30 and 34: coverage text leg, turn vectors in context only, "
-    "no sessionShare / speakerBoost)"
-)
+BEFORE = "old defaults (before issues 30 and 34: coverage text leg, no sessionShare / speakerBoost)"
 FLOORED = "hybrid with the default relevance floor (minRelevance)"
 REFERENCE = "reference: turn vectors + OR-ed ts_rank keywords, RRF k=60"
 
@@ -74,8 +71,8 @@ class Mode:
     fusion: Fusion | None = None
     changes: tuple[tuple[str, Any], ...] = ()
     previous: bool = False  # with the legs statement of before issue 34 (bench/previous_search)
-    # the namespace searched: "" the conversation's, "-before" its copy whose turn vectors are
-    # the turn in its context only (embed_raw_alone off: before issue 30)
+    # the namespace searched: "" the conversation's, "-alone" its copy whose turn vectors are
+    # the mean of the turn in context and the turn alone (GQL_MEMORY_EMBED_RAW_ALONE)
     namespace: str = ""
 
 
@@ -93,8 +90,8 @@ MODES: dict[str, Mode] = {
     ),
     "hybrid without sessionShare": Mode(changes=(("search_session_share", 0.0),)),
     "hybrid without speakerBoost": Mode(changes=(("search_speaker_boost", 0.0),)),
-    "hybrid, turn vectors in context only": Mode(namespace="-before"),
-    BEFORE: Mode(previous=True, changes=OLD, namespace="-before"),
+    "hybrid, turns also embedded alone (embed_raw_alone)": Mode(namespace="-alone"),
+    BEFORE: Mode(previous=True, changes=OLD),
     "text leg only, before issue 34": Mode(
         SearchWeights(0.0, 1.0), changes=(("graph_propagation", 0.0),), previous=True
     ),
@@ -298,7 +295,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
             db = root.memory.db
             embedder = EmbedOnce(root.memory.embedder)
             plain_settings = settings.with_overrides(embed_raw_context=False)
-            before_settings = settings.with_overrides(embed_raw_alone=False)
+            alone_settings = settings.with_overrides(embed_raw_alone=True)
             for sample in samples:
                 namespace = sample["sample_id"]
                 store = Memory(db, settings, namespace, embedder)
@@ -314,12 +311,12 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         for t in await plain.raw.store_many(turns)
                         if t.metadata
                     }
-                # the same turns as before issue 30 embedded them (the documents are cached)
-                before = Memory(db, before_settings, namespace + "-before", embedder)
-                ids: dict[str, dict[int, str]] = {"": {}, "-before": {}}
-                ids["-before"] = {
+                # the same turns, each vector the mean of the turn in context and alone
+                alone = Memory(db, alone_settings, namespace + "-alone", embedder)
+                ids: dict[str, dict[int, str]] = {"": {}, "-alone": {}}
+                ids["-alone"] = {
                     t.id: t.metadata["dia_id"]
-                    for t in await before.raw.store_many(turns)
+                    for t in await alone.raw.store_many(turns)
                     if t.metadata
                 }
                 async with db.write() as conn:  # as autovacuum would after a bulk import

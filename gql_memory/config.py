@@ -742,10 +742,10 @@ class Settings(BaseSettings):
         "(contextual document embedding); the stored and returned turn is the turn alone.",
     )
     embed_raw_alone: bool = Field(
-        default=True,
-        description="Embed each raw turn that has context also alone, and store the two "
-        "vectors pooled (averaged): the turn's own words keep their weight beside "
-        "its context's. Off: the contextual document only (one embedding per turn).",
+        default=False,
+        description="Embed each raw turn that has context also alone, and store the mean of "
+        "the two vectors: the turn's own words keep their weight beside its context's, at "
+        "twice the embedding work of ingest. Off (the default): the contextual document only.",
     )
     embed_raw_context_tokens: int = Field(
         default=RAW_CONTEXT_TOKENS,

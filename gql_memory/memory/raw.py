@@ -173,12 +173,14 @@ def turn_document(
 async def turn_vectors(
     embedder: EmbeddingProvider, documents: Sequence[str], turns: Sequence[str]
 ) -> list[Vector]:
-    """The vector of each raw turn: its document (the turn in its context) and the turn alone,
-    embedded both and averaged (the direction of their sum: what cosine similarity sees).
-    The context carries what a short turn is about ("Yes, it was amazing!"); the turn alone
-    keeps its own words from being outweighed by its context's (measured in
-    docs/benchmarks-retrieval.md: better than either alone). A turn whose document is the
-    turn itself (no context) is embedded once."""
+    """The vector of each raw turn: its document (the turn in its context) and ``turns`` (the
+    turn alone), embedded both and averaged (the direction of their sum: what cosine
+    similarity sees). The context carries what a short turn is about ("Yes, it was
+    amazing!"); the turn alone keeps its own words from being outweighed by its context's.
+    A turn whose document is itself (no context, or GQL_MEMORY_EMBED_RAW_ALONE off: the
+    caller passes the documents twice) is embedded once. Measured in
+    docs/benchmarks-retrieval.md: a better key than either alone for the vector leg, no gain
+    in the hybrid once sessionShare and speakerBoost are on; hence off by default."""
     alone = [i for i, (d, t) in enumerate(zip(documents, turns, strict=True)) if d != t]
     vectors = await embedder.embed([*documents, *(turns[i] for i in alone)], role=TextRole.DOCUMENT)
     pooled = list(vectors[: len(documents)])

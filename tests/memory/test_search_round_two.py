@@ -34,9 +34,12 @@ async def stored_vector(memory: Memory, turn_id: int) -> list[float]:
     return [float(x) for x in json.loads(value)]
 
 
-async def test_a_turn_with_context_is_embedded_in_it_and_alone_pooled(memory: Memory) -> None:
-    first = await memory.raw.store("s", "mel", "How was the pottery workshop?")
-    second = await memory.raw.store("s", "caroline", "Honestly, it changed my life.")
+async def test_with_embed_raw_alone_a_turn_is_embedded_in_context_and_alone(
+    memory: Memory,
+) -> None:
+    pooled = Memory(memory.db, memory.settings.with_overrides(embed_raw_alone=True))
+    first = await pooled.raw.store("s", "mel", "How was the pottery workshop?")
+    second = await pooled.raw.store("s", "caroline", "Honestly, it changed my life.")
     embed = memory.embedder.embed
     [alone] = await embed(
         [turn_text("mel", "How was the pottery workshop?")], role=TextRole.DOCUMENT
@@ -50,9 +53,9 @@ async def test_a_turn_with_context_is_embedded_in_it_and_alone_pooled(memory: Me
     expected = [(a + b) / 2 for a, b in zip(in_context, by_itself, strict=True)]
     assert await stored_vector(memory, second.id) == pytest.approx(expected, abs=1e-6)
 
-    context_only = Memory(memory.db, memory.settings.with_overrides(embed_raw_alone=False))
-    third = await context_only.raw.store("t", "mel", "How was the pottery workshop?")
-    fourth = await context_only.raw.store("t", "caroline", "Honestly, it changed my life.")
+    assert memory.settings.embed_raw_alone is False  # the default: the document only
+    third = await memory.raw.store("t", "mel", "How was the pottery workshop?")
+    fourth = await memory.raw.store("t", "caroline", "Honestly, it changed my life.")
     assert await stored_vector(memory, third.id) == pytest.approx(alone, abs=1e-6)
     assert await stored_vector(memory, fourth.id) == pytest.approx(in_context, abs=1e-6)
 
