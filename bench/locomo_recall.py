@@ -59,7 +59,7 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 EVIDENCE = re.compile(r"^D:?(\d+):0*(\d+)$")
 HYBRID = "hybrid (default: DBSF 0.5/0.5 + graph)"
 BEFORE = "old defaults (before issues 30 and 34: coverage text leg, no sessionShare / speakerBoost)"
-FLOORED = "hybrid with the default relevance floor (minRelevance)"
+FLOORED = "hybrid with minRelevance at the context's default floor"
 REFERENCE = "reference: turn vectors + OR-ed ts_rank keywords, RRF k=60"
 
 

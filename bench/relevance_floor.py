@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gql_memory.memory import Memory
 from gql_memory.memory.packing import ItemKind
-from gql_memory.memory.relevance import calibration_for, require_min_relevance
+from gql_memory.memory.relevance import calibration_for, context_floor
 from gql_memory.memory.search import SearchHit
 
 SESSION = "relevance-check"  # a session without working memory: a context holds only memory
@@ -23,7 +23,7 @@ BINS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0001)
 
 
 def default_floor(memory: Memory) -> float:
-    return require_min_relevance(None, memory.settings, calibration_for(memory.embedder.model))
+    return context_floor(memory.settings, calibration_for(memory.embedder.model))
 
 
 @dataclass

@@ -332,13 +332,20 @@ class Settings(BaseSettings):
         "best fused score among the candidates of its conversation session (sessionShare), so "
         "that the session that answers best lifts its other turns; 0 switches it off.",
     )
-    search_min_relevance: float | None = Field(
+    search_min_relevance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="The relevance below which search leaves a hit out when the call gives no "
+        "minRelevance; 0: every hit, as ranked (a search returns topK hits).",
+    )
+    context_min_relevance: float | None = Field(
         default=None,
         ge=0.0,
         le=1.0,
-        description="The relevance below which search and context leave a hit out "
-        "(minRelevance), unless the call says; unset: the floor calibrated with the embedding "
-        "model (0.02 for multilingual-e5-small), 0 for a model without a calibration.",
+        description="The relevance below which context adds no search hit when the call "
+        "gives no minRelevance; unset: the floor calibrated with the embedding model (0.02 "
+        "for multilingual-e5-small), 0 for a model without a calibration.",
     )
     search_speaker_boost: float = Field(
         default=0.5,

@@ -172,8 +172,8 @@ class AsyncMemoryStore:
         at ``as_of``; ``since`` / ``until`` limit it to a period. With ``interpret_time``
         (default: the setting), a period the query names ("last week", "in May 2023"), read
         against ``reference_time`` (default ``as_of``, else now), ranks hits in it higher.
-        Every hit has a calibrated ``relevance``; hits below ``min_relevance`` (default: the
-        setting, else the embedding model's calibrated floor) are left out."""
+        Every hit has a calibrated ``relevance``; hits below ``min_relevance`` (default:
+        GQL_MEMORY_SEARCH_MIN_RELEVANCE, 0) are left out."""
         return await self.memory.search(
             query,
             top_k,
@@ -203,7 +203,8 @@ class AsyncMemoryStore:
     ) -> Context:
         """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
         with ``as_of``, as the facts stood at that instant; ``interpret_time`` and
-        ``reference_time`` as for ``search``; no search hit below ``min_relevance`` is added
+        ``reference_time`` as for ``search``; no search hit below ``min_relevance`` (default:
+        GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's calibrated floor) is added
         (``below_relevance`` says how many were left out)."""
         return await self.memory.context(
             query,

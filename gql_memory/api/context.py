@@ -8,7 +8,7 @@ from typing import Annotated
 import strawberry
 
 from gql_memory.api.info import Info
-from gql_memory.api.search import InterpretTimeArg, MinRelevanceArg, ReferenceTimeArg
+from gql_memory.api.search import ContextMinRelevanceArg, InterpretTimeArg, ReferenceTimeArg
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CONTEXT_MIN_TOKENS
 from gql_memory.memory import context as domain
 from gql_memory.memory import packing
@@ -157,7 +157,7 @@ class ContextQueries:
         ] = None,
         interpret_time: InterpretTimeArg = None,
         reference_time: ReferenceTimeArg = None,
-        min_relevance: MinRelevanceArg = None,
+        min_relevance: ContextMinRelevanceArg = None,
     ) -> AssembledContext:
         assembled = await info.context.memory.context(
             query,

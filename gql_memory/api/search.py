@@ -53,9 +53,16 @@ MinRelevanceArg = Annotated[
     float | None,
     strawberry.argument(
         description="Leave out hits whose relevance is below this (0..1). Null: the "
-        "server's GQL_MEMORY_SEARCH_MIN_RELEVANCE, else the floor calibrated with the "
+        "server's GQL_MEMORY_SEARCH_MIN_RELEVANCE (0: every hit, as ranked)."
+    ),
+]
+ContextMinRelevanceArg = Annotated[
+    float | None,
+    strawberry.argument(
+        description="Add no search hit whose relevance is below this (0..1). Null: the "
+        "server's GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the floor calibrated with the "
         "embedding model (0.02 for multilingual-e5-small: a question asked of a memory "
-        "that does not hold its answer gets nothing back), 0 for a model without one."
+        "that does not hold its answer gets no search hits), 0 for a model without one."
     ),
 ]
 

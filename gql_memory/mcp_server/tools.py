@@ -95,8 +95,19 @@ MinRelevance = Annotated[
         ge=0.0,
         le=1.0,
         description="Leave out hits whose relevance (how likely a hit answers the query, 0..1, "
-        "calibrated per embedding model) is below this. Default: the server's setting, else "
-        "the model's calibrated floor (0.02 for multilingual-e5-small).",
+        "calibrated per embedding model) is below this. Default: the server's "
+        "GQL_MEMORY_SEARCH_MIN_RELEVANCE (0: every hit).",
+    ),
+]
+ContextMinRelevance = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="Add no search hit whose relevance (how likely a hit answers the query, "
+        "0..1, calibrated per embedding model) is below this. Default: the server's "
+        "GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's calibrated floor (0.02 for "
+        "multilingual-e5-small).",
     ),
 ]
 
@@ -342,7 +353,7 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
         as_of: AsOf = None,
         interpret_time: InterpretTime = None,
         reference_time: ReferenceTime = None,
-        min_relevance: MinRelevance = None,
+        min_relevance: ContextMinRelevance = None,
     ) -> Result:
         context = await store.context(
             query,

@@ -49,7 +49,7 @@ from gql_memory.memory.packing import (
     SectionCandidates,
     SectionKind,
 )
-from gql_memory.memory.relevance import calibration_for, require_min_relevance
+from gql_memory.memory.relevance import calibration_for, context_floor, require_min_relevance
 from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.time_expressions import require_interpret_time, require_reference_time
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
@@ -189,12 +189,13 @@ class ContextAssembler:
         With ``as_of``, search, episodes and graph facts are those valid at that instant
         (working memory is the session's, as it is now). ``interpret_time`` and
         ``reference_time`` are the search's (a period the query names ranks hits in it
-        higher). No search hit whose relevance is below ``min_relevance`` (default: the
-        setting, else the embedding model's calibrated floor) is added; the context says how
-        many were left out (a memory with nothing on the query gives an empty context)."""
+        higher). No search hit whose relevance is below ``min_relevance`` (default:
+        GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the embedding model's calibrated floor) is
+        added; the context says how many were left out (a memory with nothing on the query
+        gives an empty context)."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
         floor = require_min_relevance(
-            min_relevance, self.settings, calibration_for(self.embedder.model)
+            min_relevance, context_floor(self.settings, calibration_for(self.embedder.model))
         )
         as_of = require_as_of(as_of)
         reference_time = require_reference_time(reference_time)

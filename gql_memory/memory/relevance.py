@@ -81,15 +81,25 @@ def relevance(
     return 1.0 / (1.0 + math.exp(-z))
 
 
-def require_min_relevance(
-    value: float | None, settings: Settings, calibration: Calibration | None
-) -> float:
-    """The floor a search or context applies: the call's, else the operator's
-    (GQL_MEMORY_SEARCH_MIN_RELEVANCE), else the model's calibrated floor (0 without one)."""
+def require_min_relevance(value: float | None, default: float) -> float:
+    """The floor a search or context applies: the call's, else ``default``."""
     if value is None:
-        value = settings.search_min_relevance
-    if value is None:
-        return calibration.floor if calibration is not None else 0.0
+        return default
     if not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
         raise ValidationError("minRelevance must be a number from 0 to 1")
     return float(value)
+
+
+def search_floor(settings: Settings) -> float:
+    """search's default floor: the operator's (GQL_MEMORY_SEARCH_MIN_RELEVANCE, 0: every hit as
+    ranked). A search is a ranking: it returns topK hits unless asked to leave some out."""
+    return settings.search_min_relevance
+
+
+def context_floor(settings: Settings, calibration: Calibration | None) -> float:
+    """context's default floor: the operator's (GQL_MEMORY_CONTEXT_MIN_RELEVANCE), else the
+    model's calibrated floor (0 without a calibration). A context spends an agent's tokens:
+    what a memory without the answer would offer is left out."""
+    if settings.context_min_relevance is not None:
+        return settings.context_min_relevance
+    return calibration.floor if calibration is not None else 0.0

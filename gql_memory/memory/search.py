@@ -33,6 +33,7 @@ from gql_memory.memory.relevance import (
     calibration_for,
     relevance,
     require_min_relevance,
+    search_floor,
 )
 from gql_memory.memory.search_sql import (
     LAYERS,
@@ -218,7 +219,7 @@ class HybridSearch:
         setting) and no since / until, a period the query names ("last week") against
         ``reference_time`` (default as_of, else now) ranks hits in it higher (see
         gql_memory.memory.time_expressions). Hits whose relevance is below ``min_relevance``
-        (default: the setting, else the embedding model's calibrated floor) are left out."""
+        (default: GQL_MEMORY_SEARCH_MIN_RELEVANCE, 0) are left out."""
         query = require_query(query, self.settings.search_max_query_words)
         as_of = require_as_of(as_of)
         since, until = require_period(since, until)
@@ -231,7 +232,7 @@ class HybridSearch:
         weights = require_weights(weights, self.settings)
         fusion = require_fusion(fusion, self.settings)
         calibration = calibration_for(self.embedder.model)
-        floor = require_min_relevance(min_relevance, self.settings, calibration)
+        floor = require_min_relevance(min_relevance, search_floor(self.settings))
         limited = since is not None or until is not None
         period = await query_period(
             query, interpret_time, reference_time, as_of, limited, self.settings

@@ -20,10 +20,12 @@ from gql_memory.memory.relevance import (
     CALIBRATIONS,
     Calibration,
     calibration_for,
+    context_floor,
     relevance,
     require_min_relevance,
+    search_floor,
 )
-from gql_memory.memory.search import MemoryLayer, named_speakers
+from gql_memory.memory.search import named_speakers
 
 
 async def stored_vector(memory: Memory, turn_id: int) -> list[float]:
@@ -141,17 +143,21 @@ def test_relevance_is_a_probability_that_grows_with_every_signal() -> None:
     assert relevance(None, None, None, None) == 0.0
 
 
-def test_the_floor_is_the_calls_the_operators_or_the_models(settings: Settings) -> None:
+def test_the_floor_is_the_calls_else_the_operators_else_for_context_the_models(
+    settings: Settings,
+) -> None:
     e5 = CALIBRATIONS["multilingual-e5-small"]
-    assert require_min_relevance(None, settings, e5) == e5.floor
-    assert require_min_relevance(None, settings, None) == 0.0
-    assert require_min_relevance(0.3, settings, e5) == 0.3
-    operator = settings.with_overrides(search_min_relevance=0.1)
-    assert require_min_relevance(None, operator, e5) == 0.1
-    assert require_min_relevance(0.0, operator, e5) == 0.0
+    assert search_floor(settings) == 0.0  # a search ranks: every hit unless asked
+    assert context_floor(settings, e5) == e5.floor == 0.02
+    assert context_floor(settings, None) == 0.0
+    operator = settings.with_overrides(search_min_relevance=0.1, context_min_relevance=0.2)
+    assert search_floor(operator) == 0.1 and context_floor(operator, e5) == 0.2
+    assert require_min_relevance(None, 0.1) == 0.1
+    assert require_min_relevance(0.3, 0.1) == 0.3
+    assert require_min_relevance(0.0, 0.1) == 0.0
     for bad in (-0.1, 1.5, math.nan, math.inf):
         with pytest.raises(ValidationError, match="minRelevance"):
-            require_min_relevance(bad, settings, e5)
+            require_min_relevance(bad, 0.0)
 
 
 async def test_every_hit_has_a_relevance_and_min_relevance_filters(memory: Memory) -> None:
@@ -173,23 +179,27 @@ async def test_every_hit_has_a_relevance_and_min_relevance_filters(memory: Memor
         await memory.search("green tea", min_relevance=2.0)
 
 
-async def test_a_custom_calibration_sets_the_default_floor(
+async def test_context_floors_by_the_models_calibration_search_by_the_setting(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The default floor is the model's own: an embedder with a calibration filters by it."""
+    """context's default floor is the model's own; search's is the operator's (0: all)."""
     await memory.insights.add("the user prefers green tea")
     await memory.insights.add("the deployment runs on Kubernetes")
     plain = await memory.search("green tea", top_k=10)
-    assert len(plain) == 2  # the hash embedder has no calibration: no default floor
+    assert len(plain) == 2  # the hash embedder has no calibration, and search has no floor
     tea, other = (next(h for h in plain if word in h.content) for word in ("tea", "Kubernetes"))
     assert tea.cosine is not None and other.cosine is not None and tea.cosine > other.cosine
     middle = (tea.cosine + other.cosine) / 2  # a calibration whose 0.5 lies between the two
     steep = Calibration(bias=-60.0 * middle, cosine=60.0, text=0.0, best_cosine=0.0, floor=0.5)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, steep)
-    calibrated = await memory.search("green tea", top_k=10)
-    assert [h.id for h in calibrated] == [tea.id]
-    assert calibrated[0].relevance == pytest.approx(relevance(tea.cosine, 0.0, 0.0, steep))
-    assert calibrated[0].layer == MemoryLayer.INSIGHT
+    searched = await memory.search("green tea", top_k=10)
+    assert [h.id for h in searched] == [h.id for h in plain]  # search: every hit, as ranked
+    assert searched[0].relevance == pytest.approx(relevance(tea.cosine, 0.0, 0.0, steep))
+    context = await memory.context("green tea", session_id="s")
+    assert context.min_relevance == 0.5 and context.below_relevance == 1
+    assert "green tea" in context.text and "Kubernetes" not in context.text
+    operator = Memory(memory.db, memory.settings.with_overrides(search_min_relevance=0.5))
+    assert [h.id for h in await operator.search("green tea", top_k=10)] == [tea.id]
 
 
 async def test_context_leaves_out_hits_below_the_floor_and_says_how_many(memory: Memory) -> None:
