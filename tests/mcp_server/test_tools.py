@@ -291,3 +291,16 @@ async def test_search_and_context_read_time_in_the_query_over_mcp(mcp: Client) -
     )
     assert body["error"] == "Invalid parameters"
     assert "referenceTime must carry a timezone" in body["details"]
+
+
+async def test_relevance_and_its_floor_over_mcp(mcp: Client) -> None:
+    await call(mcp, "compress_to_l2_insight", content="The user prefers green tea")
+    found = await call(mcp, "hybrid_search", query="green tea", min_relevance=0.0)
+    [hit] = found["hits"]
+    assert 0.0 < hit["relevance"] <= 1.0 and hit["cosine"] is not None
+    assert (await call(mcp, "hybrid_search", query="green tea", min_relevance=1.0))["hits"] == []
+    context = await call(mcp, "get_context", query="green tea", min_relevance=1.0)
+    assert context["below_relevance"] == 1 and context["min_relevance"] == 1.0
+    assert "green tea" not in context["text"]
+    body = await tool_error(mcp, "hybrid_search", query="q", min_relevance=1.5)
+    assert body["error"] == "Invalid parameters"
