@@ -70,6 +70,9 @@ async def test_the_best_candidate_of_a_session_lifts_its_other_turns(memory: Mem
     hits = await memory.search("camping by the lake", top_k=50, session_id=None, layers=["RAW"])
     assert hits
     share = memory.settings.search_session_share
+    # the trip's second camping turn is lifted by its session's best, the work turn is not
+    trip = [h for h in hits if h.session_id == "trip" and (h.vector_rank or h.text_rank)]
+    assert len(trip) >= 2 and all(h.session_share > 0 for h in trip)
     best: dict[str | None, float] = {}
     for hit in hits:
         if hit.vector_rank is not None or hit.text_rank is not None:  # a candidate of a leg
