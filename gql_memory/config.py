@@ -343,7 +343,7 @@ class Settings(BaseSettings):
         default=None,
         ge=0.0,
         le=1.0,
-        description="The relevance below which context adds no search hit when the call "
+        description="The relevance below which context adds no search hit or lesson when the call "
         "gives no minRelevance; unset: the floor calibrated with the embedding model (0.02 "
         "for multilingual-e5-small), 0 for a model without a calibration.",
     )

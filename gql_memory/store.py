@@ -203,9 +203,9 @@ class AsyncMemoryStore:
     ) -> Context:
         """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
         with ``as_of``, as the facts stood at that instant; ``interpret_time`` and
-        ``reference_time`` as for ``search``; no search hit below ``min_relevance`` (default:
-        GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's calibrated floor) is added
-        (``below_relevance`` says how many were left out)."""
+        ``reference_time`` as for ``search``; no search hit or lesson below
+        ``min_relevance`` (default: GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's
+        calibrated floor) is added (``below_relevance`` says how many were left out)."""
         return await self.memory.context(
             query,
             session_id,

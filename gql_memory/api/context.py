@@ -91,9 +91,9 @@ class AssembledContext:
         "unavailable, so search ran on full text only); empty normally."
     )
     below_relevance: int = strawberry.field(
-        description="How many search hits were left out because their relevance was below "
-        "minRelevance; a context that holds nothing else means the memory has nothing on "
-        "the query."
+        description="How many search hits and lessons were left out because their relevance "
+        "was below minRelevance (a hit working memory refers to is not counted); a context "
+        "that holds nothing else means the memory has nothing on the query."
     )
     min_relevance: float = strawberry.field(
         description="The relevance floor applied (the call's minRelevance, else the server's "

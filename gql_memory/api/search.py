@@ -59,7 +59,7 @@ MinRelevanceArg = Annotated[
 ContextMinRelevanceArg = Annotated[
     float | None,
     strawberry.argument(
-        description="Add no search hit whose relevance is below this (0..1). Null: the "
+        description="Add no search hit or lesson whose relevance is below this (0..1). Null: the "
         "server's GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the floor calibrated with the "
         "embedding model (0.02 for multilingual-e5-small: a question asked of a memory "
         "that does not hold its answer gets no search hits), 0 for a model without one."

@@ -23,6 +23,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, Tool
 from opentelemetry.trace import Status, StatusCode
+from pydantic import ConfigDict
 from pydantic.networks import AnyUrl
 
 from gql_memory import __version__
@@ -63,6 +64,22 @@ class MemoryMCPServer(MCPServer[None]):
         resources.register(self)
         self.store = store
         self.reference_handlers = reference_handlers(store)
+
+    def refuse_unknown_arguments(self) -> None:
+        """Make each of our tools refuse an argument it does not take, as GraphQL refuses an
+        unknown argument: a misspelt or camelCase name (``minRelevance``, ``since``) would
+        otherwise be dropped without a word and the call run without it. The input schemas
+        say so too (``additionalProperties: false``), so a client can check before calling.
+        The reference tools' schemas are their own (reference_tools.py)."""
+        for tool in self._tool_manager.list_tools():
+            model = tool.fn_metadata.arg_model
+            closed = type(
+                model.__name__,
+                (model,),
+                {"model_config": ConfigDict(**{**model.model_config, "extra": "forbid"})},
+            )
+            tool.fn_metadata.arg_model = closed  # read at each call (FuncMetadata)
+            tool.parameters = closed.model_json_schema(by_alias=True)
 
     async def list_tools(self) -> list[Tool]:
         """Ours, then the nine of the reference memory server (reference_tools.py)."""
@@ -130,6 +147,7 @@ def build_server(store: AsyncMemoryStore) -> MemoryMCPServer:
         log_level=level if level in LOG_LEVELS else "INFO",
     )
     register_tools(server, store)
+    server.refuse_unknown_arguments()
     return server
 
 

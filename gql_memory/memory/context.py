@@ -49,7 +49,13 @@ from gql_memory.memory.packing import (
     SectionCandidates,
     SectionKind,
 )
-from gql_memory.memory.relevance import calibration_for, context_floor, require_min_relevance
+from gql_memory.memory.relevance import (
+    Calibration,
+    calibration_for,
+    context_floor,
+    relevance,
+    require_min_relevance,
+)
 from gql_memory.memory.search import HybridSearch, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.time_expressions import require_interpret_time, require_reference_time
 from gql_memory.memory.tokens import DEFAULT_TOKENIZER, Tokenizer
@@ -119,7 +125,8 @@ class Context:
     sections: tuple[Section, ...]
     tokenizer: str
     notes: tuple[str, ...] = ()  # what could not be included, and why
-    # search hits left out because their relevance was below the floor (minRelevance)
+    # search hits and lessons left out because their relevance was below the floor
+    # (minRelevance); hits that working memory refers to are not counted (never repeated)
     below_relevance: int = 0
     min_relevance: float = 0.0
 
@@ -189,16 +196,18 @@ class ContextAssembler:
         With ``as_of``, search, episodes and graph facts are those valid at that instant
         (working memory is the session's, as it is now). ``interpret_time`` and
         ``reference_time`` are the search's (a period the query names ranks hits in it
-        higher). No search hit whose relevance is below ``min_relevance`` (default:
+        higher), ``reference_time`` by default ``as_of`` in its own timezone. No search hit
+        or lesson whose relevance is below ``min_relevance`` (default:
         GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the embedding model's calibrated floor) is
         added; the context says how many were left out (a memory with nothing on the query
-        gives an empty context)."""
+        gives a context of working memory alone)."""
         query = require_text(query, "query", max_length=MAX_QUERY_CHARS)
-        floor = require_min_relevance(
-            min_relevance, context_floor(self.settings, calibration_for(self.embedder.model))
-        )
-        as_of = require_as_of(as_of)
+        calibration = calibration_for(self.embedder.model)
+        floor = require_min_relevance(min_relevance, context_floor(self.settings, calibration))
         reference_time = require_reference_time(reference_time)
+        if reference_time is None and as_of is not None:
+            reference_time = as_of  # its days are the caller's (require_as_of makes it UTC)
+        as_of = require_as_of(as_of)
         interpret_time = require_interpret_time(interpret_time, self.settings)
         session_id = require_session_id(session_id)
         max_tokens = require_max_tokens(max_tokens)
@@ -236,12 +245,18 @@ class ContextAssembler:
             else _nothing(),
             self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
         )
-        below = sum(1 for h in hits if h.relevance < floor)
-        hits = [h for h in hits if h.relevance >= floor]
-        if below:
-            notes.append(f"{below} search hits left out: relevance below {floor:g} (minRelevance)")
-        offers = []
         referred = {(i.ref_kind.value, i.ref_id) for i in items if i.ref_kind is not None}
+        # a hit working memory refers to is never repeated: it is not counted as left out
+        below = sum(
+            1 for h in hits if h.relevance < floor and (h.layer.value, h.id) not in referred
+        )
+        kept = _relevant_lessons(lessons, hits, floor, calibration)
+        hits = [h for h in hits if h.relevance >= floor]
+        below += len(lessons) - len(kept)
+        lessons = kept
+        if below:
+            notes.append(f"{below} memories left out: relevance below {floor:g} (minRelevance)")
+        offers = []
         if SectionKind.WORKING in sections:
             offers.append(self._offer(SectionKind.WORKING, _working_candidates(items, hits)))
         if SectionKind.SEARCH in sections:
@@ -358,6 +373,28 @@ class ContextAssembler:
 
 async def _nothing() -> list[Any]:
     return []
+
+
+def _relevant_lessons(
+    lessons: list[EpisodeHit],
+    hits: list[SearchHit],
+    floor: float,
+    calibration: Calibration | None,
+) -> list[EpisodeHit]:
+    """The lessons whose relevance reaches ``floor``. A lesson is found by its similarity
+    alone (no text score); the best cosine the query reached is the best of the search's
+    hits and of the lessons, as for a search hit (gql_memory.memory.relevance). Similar
+    enough for the episodes' own threshold is not relevant enough: e5-small scores
+    unrelated sentences around 0.75."""
+    if floor <= 0:
+        return lessons
+    cosines = [h.cosine for h in hits if h.cosine is not None]
+    best = max([*cosines, *(lesson.similarity for lesson in lessons)], default=None)
+    return [
+        lesson
+        for lesson in lessons
+        if relevance(lesson.similarity, None, best, calibration) >= floor
+    ]
 
 
 def _working_candidates(items: list[WorkingMemoryItem], hits: list[SearchHit]) -> list[Candidate]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import TextClause, text
 
-from gql_memory.config import Settings
+from gql_memory.config import TIME_RANKING_DEPTH, Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.embeddings.once import EmbedOnce
@@ -44,7 +44,12 @@ from gql_memory.memory.search_sql import (
     graph_sql,
     legs_sql,
 )
-from gql_memory.memory.time_expressions import QueryPeriod, query_period, rank_with_period
+from gql_memory.memory.time_expressions import (
+    QueryPeriod,
+    query_period,
+    rank_with_period,
+    require_reference_time,
+)
 from gql_memory.memory.validation import require_query, require_session_id
 from gql_memory.memory.validity import require_as_of, require_period
 from gql_memory.memory.vectors import require_top_k, vector_literal
@@ -221,38 +226,57 @@ class HybridSearch:
         gql_memory.memory.time_expressions). Hits whose relevance is below ``min_relevance``
         (default: GQL_MEMORY_SEARCH_MIN_RELEVANCE, 0) are left out."""
         query = require_query(query, self.settings.search_max_query_words)
+        reference_time = require_reference_time(reference_time)
+        if reference_time is None and as_of is not None:
+            reference_time = as_of  # its days are the caller's (require_as_of makes it UTC)
         as_of = require_as_of(as_of)
         since, until = require_period(since, until)
-        when = When(as_of is not None, since is not None, until is not None)
-        moments = {"as_of": as_of, "since": since, "until": until}
         top_k = require_top_k(top_k)
         if session_id is not None:
             session_id = require_session_id(session_id)
         chosen = require_layers(layers)
         weights = require_weights(weights, self.settings)
         fusion = require_fusion(fusion, self.settings)
-        calibration = calibration_for(self.embedder.model)
         floor = require_min_relevance(min_relevance, search_floor(self.settings))
         limited = since is not None or until is not None
-        period = await query_period(
-            query, interpret_time, reference_time, as_of, limited, self.settings
-        )
-        if period is not None:  # two searches, one query vector
-            twice = HybridSearch(self.db, self.settings, self.namespace, EmbedOnce(self.embedder))
-            args = (session_id, chosen, weights, fusion)
-            # the floor applies to the fused ranking: a hit the period brings up is not cut
-            # for its relevance within the period alone
-            timed = await rank_with_period(
-                twice.search,
-                period,
-                self.settings.rrf_k,
-                query,
-                top_k,
-                *args,
-                as_of=as_of,
-                min_relevance=0.0,
-            )
-            return [h for h in timed if h.relevance >= floor]
+        args = (session_id, chosen, weights, fusion, as_of)
+        period = await query_period(query, interpret_time, reference_time, limited, self.settings)
+        if period is None:
+            hits, _ = await self._ranked(query, top_k, *args, since, until)
+            return [h for h in hits if h.relevance >= floor]
+        # two searches, one query vector: without the period and within it, fused by rank
+        twice = HybridSearch(self.db, self.settings, self.namespace, EmbedOnce(self.embedder))
+        depth = max(top_k, TIME_RANKING_DEPTH)
+        plain, best = await twice._ranked(query, depth, *args, None, None)
+        # the hits found within the period are rated against the best cosine the query
+        # reached in the whole namespace, as the plain search's are
+        start, until = require_period(period.start, period.until)
+        inside, _ = await twice._ranked(query, depth, *args, start, until, best)
+        timed = rank_with_period(plain, inside, period, self.settings.rrf_k, top_k)
+        # the floor applies to the fused ranking: a hit the period brings up is not cut for
+        # its relevance within the period alone
+        return [h for h in timed if h.relevance >= floor]
+
+    async def _ranked(
+        self,
+        query: str,
+        top_k: int,
+        session_id: str | None,
+        chosen: list[MemoryLayer],
+        weights: SearchWeights,
+        fusion: Fusion,
+        as_of: datetime | None,
+        since: datetime | None,
+        until: datetime | None,
+        best_cosine: float | None = None,
+    ) -> tuple[list[SearchHit], float | None]:
+        """The ``top_k`` hits of a validated search, every one whatever its relevance, and the
+        best cosine its vector leg reached. Relevance rates a hit against that best, or
+        against ``best_cosine`` when it is higher (a search within a period: the best of the
+        whole namespace, from the search without the period)."""
+        when = When(as_of is not None, since is not None, until is not None)
+        moments = {"as_of": as_of, "since": since, "until": until}
+        calibration = calibration_for(self.embedder.model)
         vector = None
         if weights.vector:  # a leg weighted 0 is off
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
@@ -270,11 +294,14 @@ class HybridSearch:
             if speakers:
                 self._speakers(query, candidates, speakers)
             candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
-            best = max((c.scores.get("vector", -1.0) for c in candidates), default=-1.0)
+            leg_best = max((c.scores.get("vector", -1.0) for c in candidates), default=-1.0)
+            best = leg_best if leg_best > -1.0 else None
+            if best_cosine is not None:
+                best = best_cosine if best is None else max(best, best_cosine)
             hits = await self._with_content(
-                conn, candidates[:top_k], fusion, vector, best if best > -1.0 else None, calibration
+                conn, candidates[:top_k], fusion, vector, best, calibration
             )
-        return [h for h in hits if h.relevance >= floor]
+        return hits, (leg_best if leg_best > -1.0 else None)
 
     async def _legs(
         self,

@@ -5,8 +5,10 @@ Reading. dateparser finds the expressions (its n-gram search, English) and resol
 against a reference time. A question is full of words dateparser would take for a date
 ("may", "march", "second", "now", "sun", "we" for Wednesday): only an expression that names a
 year, a month with its day, or a relative phrase ("ago", "yesterday", "last week") is
-trusted. Each names a day, a week (Monday first), a month or a year, in the reference time's
-own timezone; several give their span; one that begins after the reference time is dropped.
+trusted (a year is one from 1900 to 2199: "room 1205" names none). Each names a day, a week
+(Monday first), a month or a year, in the reference time's own timezone; several give their
+span; one that begins after the reference time is dropped. A date after "since" and a span
+("the past month", "the last two weeks") run to the end of the reference's day.
 Turns about an event often come after it ("last week I ..."), so what happened up to
 ``search_time_window_days`` past the period's end counts as in it.
 
@@ -23,12 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gql_memory.config import TIME_RANKING_DEPTH, TIME_READ_MAX_CHARS, Settings
+from gql_memory.config import TIME_READ_MAX_CHARS, Settings
 from gql_memory.errors import ValidationError
 from gql_memory.memory.offload import run_in_worker
 from gql_memory.memory.validation import require_storable_moment
@@ -42,7 +43,9 @@ _MONTH = (
     r"jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t|tember)?"
     r"|oct(ober)?|nov(ember)?|dec(ember)?"
 )
-_YEAR = re.compile(r"\b\d{4}\b")
+# a year memories can be about ("room 1205" and "555 1234" name none)
+_YEAR = re.compile(r"\b(19|20|21)\d\d\b")
+_NUMERIC_DATE = re.compile(r"\b\d{1,4}[-/.]\d{1,2}([-/.]\d{1,4})?\b")
 _MONTH_AND_DAY = re.compile(
     rf"\b({_MONTH})\.?\s+\d{{1,2}}(st|nd|rd|th)?\b|\b\d{{1,2}}(st|nd|rd|th)?\s+(of\s+)?({_MONTH})\b",
     re.I,
@@ -52,6 +55,20 @@ _RELATIVE = re.compile(
     r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b",
     re.I,
 )
+# "the past month", "the last two weeks": a span up to the reference time (dateparser reads
+# only "a month ago", "two weeks ago", which it is handed)
+_SPAN = re.compile(
+    r"\b(?:the\s+)?(?:(?:last|past)\s+(\d{1,3}|an?|one|two|three|four|five|six|seven|eight"
+    r"|nine|ten|eleven|twelve)\s+(day|week|month|year)s?|past\s+(day|week|month|year))\b",
+    re.I,
+)
+_NUMBERS = {
+    word: n
+    for n, word in enumerate(
+        "one two three four five six seven eight nine ten eleven twelve".split(), 1
+    )
+} | {"an": 1, "a": 1}
+_DAYS = {"day": 1, "week": 7, "month": 31, "year": 366}
 # A query without one of these words has no expression the reader would trust: it is not
 # handed to dateparser at all.
 _CUES = re.compile(r"\d|\b(ago|yesterday|today|last|past|previous|this)\b", re.I)
@@ -100,44 +117,36 @@ async def query_period(
     query: str,
     interpret_time: bool | None,
     reference_time: datetime | None,
-    as_of: datetime | None,
     limited: bool,
     settings: Settings,
 ) -> QueryPeriod | None:
     """The period ``query`` names when a search interprets time (``interpret_time``, default
     the setting) and is not ``limited`` to a period by its caller (since / until), read
-    against ``reference_time`` (default ``as_of``, else now); None when it names none."""
-    reference = require_reference_time(reference_time)
+    against ``reference_time`` (validated by the caller; default now, in the server's
+    timezone); None when it names none."""
     if not require_interpret_time(interpret_time, settings) or limited:
         return None
     text = _head(query)
     if not _CUES.search(text):  # no expression the reader would trust: dateparser is spared
         return None
-    reference = reference or as_of or datetime.now().astimezone()
+    reference = reference_time or datetime.now().astimezone()
     window = timedelta(days=settings.search_time_window_days)
     # dateparser is pure Python, a few ms a question (more for a long one): off the loop
     return await run_in_worker(read_period, text, reference, window)
 
 
-async def rank_with_period(
-    search: Callable[..., Awaitable[list[SearchHit]]],
+def rank_with_period(
+    plain: list[SearchHit],
+    inside: list[SearchHit],
     period: QueryPeriod,
     rrf_k: int,
-    query: str,
     top_k: int,
-    *args: Any,
-    **kwargs: Any,
 ) -> list[SearchHit]:
-    """The ``top_k`` hits of ``search(query, ...)`` ranked with ``period``: the search without
-    the period and within it (each its best ``max(top_k, TIME_RANKING_DEPTH)``), fused by
-    reciprocal rank. A hit carries the numbers of the search without the period when it
-    ranked there, else those of the search within it, and the period, both ranks and the
+    """The ``top_k`` hits ranked with ``period``: those of the search without the period
+    (``plain``) and within it (``inside``; each its best ``max(top_k, TIME_RANKING_DEPTH)``),
+    fused by reciprocal rank. A hit carries the numbers of the search without the period when
+    it ranked there, else those of the search within it, and the period, both ranks and the
     fused ``time_score`` it sorts by."""
-    depth = max(top_k, TIME_RANKING_DEPTH)
-    plain = await search(query, depth, *args, interpret_time=False, **kwargs)
-    inside = await search(
-        query, depth, *args, since=period.start, until=period.until, interpret_time=False, **kwargs
-    )
     hits: dict[tuple[MemoryLayer, int], SearchHit] = {}
     ranks: dict[tuple[MemoryLayer, int], list[int | None]] = {}
     for position, ranking in enumerate((plain, inside)):
@@ -169,32 +178,69 @@ def read_period(
 ) -> QueryPeriod | None:
     """The period the time expressions of ``text`` name, read against ``reference`` (aware),
     with ``window`` after its end; None when it names none that can be trusted, or only
-    periods that begin after ``reference`` (nothing can have happened in them yet)."""
+    periods that begin after ``reference`` (nothing can have happened in them yet).
+
+    A date the text names "since" (since 1 May 2023) and a span ("the past month", "the last
+    two weeks") run to the end of the reference's day. A date dateparser read to the day from
+    a year alone ("Q3 2023") is that year."""
     zone = reference.tzinfo
-    periods = []
-    for expression, moment, granularity in _search_dates(text, reference):
-        expression = expression.strip(" \t\n,.;:!?")
+    today_ends = _period(reference.astimezone(zone).replace(tzinfo=None), "day")[1]
+    found = [(e.strip(" \t\n,.;:!?"), m, g) for e, m, g in _search_dates(text, reference)]
+    periods: dict[tuple[str, datetime, datetime], tuple[str, str]] = {}
+    for expression, moment, granularity in [*found, *_spans(text, reference)]:
         if not _trusted(expression):
             continue
+        if granularity == "day" and not _names_a_day(expression):
+            granularity = "year"
+        start, end = _period(moment, granularity)
+        if _SPAN.fullmatch(expression):
+            end = today_ends
+        elif since := re.search(rf"\bsince\s+{re.escape(expression)}", text, re.I):
+            expression, end = since.group(0), max(end, today_ends)
         try:
-            start, end = _period(moment, granularity)
             start, end = start.replace(tzinfo=zone), end.replace(tzinfo=zone)
             start.astimezone(UTC), end.astimezone(UTC)  # what PostgreSQL will be given
         except (OverflowError, ValueError):  # a period past year 1 or 9999
             continue
         if start <= reference:
-            periods.append((expression, granularity, start, end))
+            periods.setdefault((expression.lower(), start, end), (expression, granularity))
     if not periods:
         return None
-    start = min(p[2] for p in periods)
-    end = max(p[3] for p in periods)
-    coarsest = max((p[1] for p in periods), key=GRANULARITIES.index)
+    start = min(key[1] for key in periods)
+    end = max(key[2] for key in periods)
+    coarsest = max((g for _, g in periods.values()), key=GRANULARITIES.index)
+    expressions = dict.fromkeys(expression for expression, _ in periods.values())  # once each
     try:
         until = end + window
         until.astimezone(UTC)
     except OverflowError:
         until = end
-    return QueryPeriod(" … ".join(p[0] for p in periods), coarsest, start, end, until)
+    return QueryPeriod(" … ".join(expressions), coarsest, start, end, until)
+
+
+def _spans(text: str, reference: datetime) -> list[tuple[str, datetime, str]]:
+    """(expression, start, "day") of each span ("the past month") in ``text``: it starts that
+    many days, weeks, months (31 days) or years (366 days) before the reference's day."""
+    spans = []
+    today = reference.replace(tzinfo=None)
+    for match in _SPAN.finditer(text):
+        count, unit = (match.group(1) or "1").lower(), (match.group(2) or match.group(3)).lower()
+        number = int(count) if count.isdigit() else _NUMBERS[count]
+        try:
+            start = today - timedelta(days=number * _DAYS[unit])
+        except OverflowError:
+            continue
+        spans.append((match.group(0), start, "day"))
+    return spans
+
+
+def _names_a_day(expression: str) -> bool:
+    return bool(
+        _MONTH_AND_DAY.search(expression)
+        or _RELATIVE.search(expression)
+        or _NUMERIC_DATE.search(expression)
+        or _SPAN.search(expression)
+    )
 
 
 def _head(query: str) -> str:
@@ -213,6 +259,7 @@ def _trusted(expression: str) -> bool:
         _YEAR.search(expression)
         or _MONTH_AND_DAY.search(expression)
         or _RELATIVE.search(expression)
+        or _SPAN.fullmatch(expression)
     )
 
 

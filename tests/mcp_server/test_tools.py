@@ -41,6 +41,8 @@ async def test_the_ten_tools_are_listed_with_described_inputs(mcp: Client) -> No
             assert schema.get("description"), f"{tool.name}.{name} has no description"
     context = next(t for t in tools if t.name == "get_context")
     assert context.input_schema["required"] == ["query"]
+    # closed: a client can tell a misspelt argument before calling (the call refuses it too)
+    assert all(t.input_schema["additionalProperties"] is False for t in tools if t.name in TOOLS)
 
 
 async def test_the_input_schemas_state_the_bounds(mcp: Client) -> None:
@@ -210,6 +212,20 @@ async def tool_error(mcp: Client, tool: str, **arguments: Any) -> dict[str, Any]
         ),
         ("store_episode", {"query": "q"}, "Invalid parameters", "reward: Field required"),
         ("forget_everything", {}, "Unknown tool", "Unknown tool: forget_everything"),
+        # an argument the tool does not take is refused, not dropped (GraphQL's camelCase
+        # name, or a search option MCP does not offer)
+        (
+            "hybrid_search",
+            {"query": "q", "minRelevance": 0.99},
+            "Invalid parameters",
+            "minRelevance: Extra inputs are not permitted",
+        ),
+        (
+            "get_context",
+            {"query": "q", "since": "2099-01-01T00:00:00Z"},
+            "Invalid parameters",
+            "since: Extra inputs are not permitted",
+        ),
     ],
 )
 async def test_failures_are_tool_errors_in_the_seeds_shape(

@@ -158,7 +158,8 @@ def test_the_floor_is_the_calls_else_the_operators_else_for_context_the_models(
     assert require_min_relevance(None, 0.1) == 0.1
     assert require_min_relevance(0.3, 0.1) == 0.3
     assert require_min_relevance(0.0, 0.1) == 0.0
-    for bad in (-0.1, 1.5, math.nan, math.inf):
+    assert str(require_min_relevance(-0.0, 0.1)) == "0.0"
+    for bad in (-0.1, 1.5, math.nan, math.inf, True, "0.5"):
         with pytest.raises(ValidationError, match="minRelevance"):
             require_min_relevance(bad, 0.0)
 
@@ -219,9 +220,39 @@ async def test_context_leaves_out_hits_below_the_floor_and_says_how_many(memory:
     relevant = await memory.context("green tea", session_id="s", min_relevance=floor)
     assert relevant.below_relevance == 1 and relevant.min_relevance == floor
     assert "Kubernetes" not in relevant.text and "green tea" in relevant.text
-    assert any("1 search hits left out" in note for note in relevant.notes)
+    assert any("1 memories left out" in note for note in relevant.notes)
     nothing = await memory.context("green tea", session_id="s", min_relevance=1.0)
     assert nothing.below_relevance == len(hits)
     assert all(not s.items for s in nothing.sections) and "tea" not in nothing.text
     with pytest.raises(ValidationError, match="minRelevance"):
         await memory.context("green tea", min_relevance=-1.0)
+
+
+async def test_context_leaves_out_lessons_below_the_floor_too(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lesson similar enough for the episodes' threshold is added only if relevant enough:
+    a context of a memory with nothing on the query adds no lesson either."""
+    await memory.episodes.store("book a trip to Berlin", 0.9, "book the train, not the plane")
+    found = await memory.context("book a trip to Berlin", session_id="s", min_relevance=0.0)
+    assert "book the train" in found.text and found.below_relevance == 0
+    # relevance from the cosine alone, 0.5 above any cosine: nothing is relevant
+    strict = Calibration(bias=-90.0, cosine=60.0, text=0.0, best_cosine=0.0, floor=0.5)
+    monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, strict)
+    nothing = await memory.context("book a trip to Berlin", session_id="s")
+    assert nothing.min_relevance == 0.5 and nothing.below_relevance == 1
+    assert "book the train" not in nothing.text and not nothing.sections
+
+
+async def test_a_hit_working_memory_refers_to_is_not_counted_as_left_out(memory: Memory) -> None:
+    tea = await memory.insights.add("the user prefers green tea")
+    await memory.insights.add("the user drinks green tea at nine")
+    await memory.working.add(
+        "green tea, see the insight", session_id="s", ref_kind="INSIGHT", ref_id=tea.id
+    )
+    hits = await memory.search("green tea", top_k=20, session_id="s", min_relevance=0.0)
+    assert len(hits) == 2
+    nothing = await memory.context("green tea", session_id="s", min_relevance=1.0)
+    # the referred insight is never repeated as a search item: only the other is left out
+    assert nothing.below_relevance == 1
+    assert "see the insight" in nothing.text and "at nine" not in nothing.text

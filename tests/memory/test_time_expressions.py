@@ -16,6 +16,7 @@ from gql_memory.config import Settings
 from gql_memory.memory import Memory, time_expressions
 from gql_memory.memory.context import explain_hit
 from gql_memory.memory.raw import RawDialogueInput
+from gql_memory.memory.relevance import CALIBRATIONS, Calibration
 from gql_memory.memory.time_expressions import read_period
 from tests.conftest import ROOT
 
@@ -40,6 +41,24 @@ EXPRESSIONS = [
     ("What did we do 3 days ago?", "3 days ago", "day", at(2023, 10, 17), at(2023, 10, 18)),
     ("What did he say last Friday?", "last Friday", "day", at(2023, 10, 13), at(2023, 10, 14)),
     ("What happened on Aug 15th?", "Aug 15th", "day", at(2023, 8, 15), at(2023, 8, 16)),
+    # a date since which, and spans: up to the end of the reference's day
+    ("What changed since 1 May 2023?", "since 1 May 2023", "day", at(2023, 5, 1), at(2023, 10, 21)),
+    (
+        "What did we cook in the past week?",
+        "the past week",
+        "day",
+        at(2023, 10, 13),
+        at(2023, 10, 21),
+    ),
+    (
+        "Where did we go in the last two weeks?",
+        "the last two weeks",
+        "day",
+        at(2023, 10, 6),
+        at(2023, 10, 21),
+    ),
+    # a year alone, whatever day dateparser guessed for it ("Q3 2023" reads as 1 July)
+    ("what happened in q3 2023", "q3 2023", "year", at(2023, 1, 1), at(2024, 1, 1)),
 ]
 
 
@@ -72,6 +91,8 @@ def test_a_time_expression_is_read_into_its_period(
         "Which 3 books did Tim read?",
         "What happened at 5 pm?",
         "When did Melanie paint a sunrise?",
+        "Where is room 1205?",  # no year: memories are not about the 13th century
+        "Call me at 555 1234",
     ],
 )
 def test_ordinary_questions_name_no_period(question: str) -> None:
@@ -83,6 +104,11 @@ def test_several_expressions_give_their_span() -> None:
     assert period is not None
     assert (period.start, period.end) == (at(2023, 8, 11), at(2023, 8, 16))
     assert "August 11" in period.expression and "August 15 2023" in period.expression
+
+
+def test_an_expression_repeated_is_read_once() -> None:
+    period = read_period(" ".join(["2023"] * 100), REFERENCE)
+    assert period is not None and period.expression == "2023"
 
 
 def test_a_period_after_the_reference_time_is_dropped() -> None:
@@ -225,6 +251,46 @@ async def test_as_of_is_the_default_reference_time(memory: Memory) -> None:
     )
     assert hit.interpreted_period is not None
     assert hit.interpreted_period.start == at(2023, 7, 3)  # the week before 12 July: 3-9 July
+
+
+async def test_as_of_as_the_reference_keeps_its_timezone(memory: Memory) -> None:
+    """01:00 on 12 July in Tokyo is still 11 July in UTC: "yesterday" is Tokyo's 11 July."""
+    await store_camping(memory)
+    tokyo = timezone(timedelta(hours=9))
+    as_of = datetime(2023, 7, 12, 1, 0, tzinfo=tokyo)
+    question = "What did we do on the camping trip yesterday?"
+    [hit, *_] = await memory.search(question, layers=["RAW"], interpret_time=True, as_of=as_of)
+    assert hit.interpreted_period is not None
+    assert hit.interpreted_period.start == datetime(2023, 7, 11, tzinfo=tokyo)
+    context = await memory.context(question, include=["SEARCH"], interpret_time=True, as_of=as_of)
+    [section] = context.sections
+    assert "2023-07-11" in section.items[0].reason
+
+
+async def test_a_hit_found_within_the_period_is_rated_against_the_whole_namespace(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relevance weighs the best cosine the query reached in the namespace: a hit that only
+    the search within the period found is rated against that best, not the period's own."""
+    await memory.raw.store_many(
+        [
+            RawDialogueInput(
+                "s", "user", f"camping trip {i}: camping trip", timestamp=at(2023, 5, 8)
+            )
+            for i in range(25)
+        ]
+        + [RawDialogueInput("s", "user", "a trip", timestamp=at(2023, 7, 2, 10))]
+    )
+    # relevance from the best cosine alone: every hit of one search gets the same
+    only_best = Calibration(bias=-30.0, cosine=0.0, text=0.0, best_cosine=60.0, floor=0.0)
+    monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, only_best)
+    hits = await memory.search(
+        QUESTION, top_k=10, layers=["RAW"], interpret_time=True, reference_time=at(2023, 10, 1)
+    )
+    found_within = [h for h in hits if h.rank_without_period is None]
+    # "a trip" ranks below the plain search's depth (20), first within the period
+    assert [h.content for h in found_within] == ["user: a trip"] and len(hits) == 10
+    assert len({h.relevance for h in hits}) == 1
 
 
 async def test_context_reads_time_and_says_so(memory: Memory) -> None:
