@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import CallToolResult, InputRequiredResult, Tool
 from opentelemetry.trace import Status, StatusCode
 from pydantic import ConfigDict
@@ -73,10 +74,13 @@ class MemoryMCPServer(MCPServer[None]):
         The reference tools' schemas are their own (reference_tools.py)."""
         for tool in self._tool_manager.list_tools():
             model = tool.fn_metadata.arg_model
-            closed = type(
-                model.__name__,
-                (model,),
-                {"model_config": ConfigDict(**{**model.model_config, "extra": "forbid"})},
+            closed = cast(
+                type[ArgModelBase],
+                type(
+                    model.__name__,
+                    (model,),
+                    {"model_config": ConfigDict(**{**model.model_config, "extra": "forbid"})},
+                ),
             )
             tool.fn_metadata.arg_model = closed  # read at each call (FuncMetadata)
             tool.parameters = closed.model_json_schema(by_alias=True)
