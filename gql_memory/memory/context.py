@@ -205,8 +205,7 @@ class ContextAssembler:
         calibration = calibration_for(self.embedder.model)
         floor = require_min_relevance(min_relevance, context_floor(self.settings, calibration))
         reference_time = require_reference_time(reference_time)
-        if reference_time is None and as_of is not None:
-            reference_time = as_of  # its days are the caller's (require_as_of makes it UTC)
+        given_as_of = as_of  # the search reads time against it in its own timezone
         as_of = require_as_of(as_of)
         interpret_time = require_interpret_time(interpret_time, self.settings)
         session_id = require_session_id(session_id)
@@ -237,7 +236,7 @@ class ContextAssembler:
                 session_id,
                 sections,
                 vectors,
-                as_of,
+                given_as_of,
                 reference_time,
                 interpret_time,
             )
@@ -252,7 +251,11 @@ class ContextAssembler:
         )
         kept = _relevant_lessons(lessons, hits, floor, calibration)
         hits = [h for h in hits if h.relevance >= floor]
-        below += len(lessons) - len(kept)
+        below += sum(  # a lesson working memory refers to is not repeated either
+            1
+            for lesson in lessons
+            if lesson not in kept and ("EPISODE", lesson.episode.id) not in referred
+        )
         lessons = kept
         if below:
             notes.append(f"{below} memories left out: relevance below {floor:g} (minRelevance)")

@@ -85,12 +85,8 @@ def require_min_relevance(value: float | None, default: float) -> float:
     """The floor a search or context applies: the call's, else ``default``."""
     if value is None:
         return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 <= value <= 1
-    ):
+    # the range check also refuses nan and inf (and an int too large for a float)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ValidationError("minRelevance must be a number from 0 to 1")
     return float(value) + 0.0  # -0.0 is 0
 

@@ -45,6 +45,8 @@ _MONTH = (
 )
 # a year memories can be about ("room 1205" and "555 1234" name none)
 _YEAR = re.compile(r"\b(19|20|21)\d\d\b")
+_A_MONTH = re.compile(rf"\b({_MONTH})\b", re.I)
+_PUNCTUATION = " \t\n,.;:!?()[]{}\"'"
 _NUMERIC_DATE = re.compile(r"\b\d{1,4}[-/.]\d{1,2}([-/.]\d{1,4})?\b")
 _MONTH_AND_DAY = re.compile(
     rf"\b({_MONTH})\.?\s+\d{{1,2}}(st|nd|rd|th)?\b|\b\d{{1,2}}(st|nd|rd|th)?\s+(of\s+)?({_MONTH})\b",
@@ -182,22 +184,27 @@ def read_period(
 
     A date the text names "since" (since 1 May 2023) and a span ("the past month", "the last
     two weeks") run to the end of the reference's day. A date dateparser read to the day from
-    a year alone ("Q3 2023") is that year."""
+    a month or a year alone ("at 5pm in May 2023", "Q3 2023") is that month or year."""
     zone = reference.tzinfo
-    today_ends = _period(reference.astimezone(zone).replace(tzinfo=None), "day")[1]
-    found = [(e.strip(" \t\n,.;:!?"), m, g) for e, m, g in _search_dates(text, reference)]
+    now = reference.replace(tzinfo=None)
+    try:
+        today_ends = _period(now, "day")[1]
+    except OverflowError:  # 31 December 9999: its day ends past what datetime holds
+        today_ends = now
+    found = [(e.strip(_PUNCTUATION), m, g) for e, m, g in _search_dates(text, reference)]
     periods: dict[tuple[str, datetime, datetime], tuple[str, str]] = {}
     for expression, moment, granularity in [*found, *_spans(text, reference)]:
         if not _trusted(expression):
             continue
         if granularity == "day" and not _names_a_day(expression):
-            granularity = "year"
-        start, end = _period(moment, granularity)
-        if _SPAN.fullmatch(expression):
-            end = today_ends
-        elif since := re.search(rf"\bsince\s+{re.escape(expression)}", text, re.I):
-            expression, end = since.group(0), max(end, today_ends)
+            granularity = "month" if _A_MONTH.search(expression) else "year"
+        since = re.search(rf"\bsince\s+[(\[\"']?{re.escape(expression)}(?!\w)", text, re.I)
         try:
+            start, end = _period(moment, granularity)
+            if _SPAN.fullmatch(expression):
+                end = today_ends
+            elif since:
+                expression, end = since.group(0), max(end, today_ends)
             start, end = start.replace(tzinfo=zone), end.replace(tzinfo=zone)
             start.astimezone(UTC), end.astimezone(UTC)  # what PostgreSQL will be given
         except (OverflowError, ValueError):  # a period past year 1 or 9999
@@ -220,10 +227,13 @@ def read_period(
 
 def _spans(text: str, reference: datetime) -> list[tuple[str, datetime, str]]:
     """(expression, start, "day") of each span ("the past month") in ``text``: it starts that
-    many days, weeks, months (31 days) or years (366 days) before the reference's day."""
+    many days, weeks, months (31 days) or years (366 days) before the reference's day. A span
+    of something else ("the last two days of May 2023") is none."""
     spans = []
     today = reference.replace(tzinfo=None)
     for match in _SPAN.finditer(text):
+        if re.match(r"\s+(of|in)\b", text[match.end() :], re.I):
+            continue
         count, unit = (match.group(1) or "1").lower(), (match.group(2) or match.group(3)).lower()
         number = int(count) if count.isdigit() else _NUMBERS[count]
         try:

@@ -59,6 +59,23 @@ EXPRESSIONS = [
     ),
     # a year alone, whatever day dateparser guessed for it ("Q3 2023" reads as 1 July)
     ("what happened in q3 2023", "q3 2023", "year", at(2023, 1, 1), at(2024, 1, 1)),
+    # ... and a day guessed from a month and a time of day, that month
+    ("What did we do at 5pm in May 2023?", "May 2023", "month", at(2023, 5, 1), at(2023, 6, 1)),
+    # a span of something else is no span up to now
+    (
+        "What did we do in the last two days of May 2023?",
+        "May 2023",
+        "month",
+        at(2023, 5, 1),
+        at(2023, 6, 1),
+    ),
+    (
+        "What happened since (May 2023)?",
+        "since (May 2023",
+        "month",
+        at(2023, 5, 1),
+        at(2023, 10, 21),
+    ),
 ]
 
 
@@ -134,6 +151,11 @@ def test_a_period_that_utc_cannot_hold_is_dropped() -> None:
     late = datetime(9999, 12, 30, tzinfo=UTC)
     period = read_period("What happened yesterday?", late, timedelta(days=30))
     assert period is not None and period.until == period.end  # no window past 9999
+    for question in ("What happened this year?", "What happened this month?"):
+        assert read_period(question, datetime(9999, 12, 30, 12, tzinfo=UTC)) is None
+    last = datetime(9999, 12, 31, 12, 0, tzinfo=UTC)
+    period = read_period("What changed since yesterday?", last, timedelta(days=30))
+    assert period is not None and period.end == datetime(9999, 12, 31, 12, 0, tzinfo=UTC)
 
 
 def test_the_reader_imports_dateparser_only_when_used() -> None:
@@ -265,6 +287,16 @@ async def test_as_of_as_the_reference_keeps_its_timezone(memory: Memory) -> None
     context = await memory.context(question, include=["SEARCH"], interpret_time=True, as_of=as_of)
     [section] = context.sections
     assert "2023-07-11" in section.items[0].reason
+
+
+async def test_a_context_as_of_the_first_day_is_not_refused_for_its_reference(
+    memory: Memory,
+) -> None:
+    """asOf stands in for referenceTime without referenceTime's own bounds."""
+    await store_camping(memory)
+    early = datetime(1, 1, 1, 12, tzinfo=UTC)
+    context = await memory.context("What happened yesterday?", interpret_time=True, as_of=early)
+    assert context.query == "What happened yesterday?"
 
 
 async def test_a_hit_found_within_the_period_is_rated_against_the_whole_namespace(
