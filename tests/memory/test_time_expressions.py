@@ -28,6 +28,8 @@ def at(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
 
 
+TONIGHT = at(2023, 10, 21)  # the end of the reference's day
+MAY = (at(2023, 5, 1), at(2023, 6, 1))
 EXPRESSIONS = [
     # (question, the expression read (as found, perhaps with a preposition), granularity,
     #  start, end)
@@ -42,40 +44,16 @@ EXPRESSIONS = [
     ("What did he say last Friday?", "last Friday", "day", at(2023, 10, 13), at(2023, 10, 14)),
     ("What happened on Aug 15th?", "Aug 15th", "day", at(2023, 8, 15), at(2023, 8, 16)),
     # a date since which, and spans: up to the end of the reference's day
-    ("What changed since 1 May 2023?", "since 1 May 2023", "day", at(2023, 5, 1), at(2023, 10, 21)),
-    (
-        "What did we cook in the past week?",
-        "the past week",
-        "day",
-        at(2023, 10, 13),
-        at(2023, 10, 21),
-    ),
-    (
-        "Where did we go in the last two weeks?",
-        "the last two weeks",
-        "day",
-        at(2023, 10, 6),
-        at(2023, 10, 21),
-    ),
+    ("What changed since 1 May 2023?", "since 1 May 2023", "day", at(2023, 5, 1), TONIGHT),
+    ("What did we cook in the past week?", "the past week", "day", at(2023, 10, 13), TONIGHT),
+    ("Where did we go the last two weeks?", "the last two weeks", "day", at(2023, 10, 6), TONIGHT),
     # a year alone, whatever day dateparser guessed for it ("Q3 2023" reads as 1 July)
     ("what happened in q3 2023", "q3 2023", "year", at(2023, 1, 1), at(2024, 1, 1)),
     # ... and a day guessed from a month and a time of day, that month
-    ("What did we do at 5pm in May 2023?", "May 2023", "month", at(2023, 5, 1), at(2023, 6, 1)),
+    ("What did we do at 5pm in May 2023?", "May 2023", "month", *MAY),
     # a span of something else is no span up to now
-    (
-        "What did we do in the last two days of May 2023?",
-        "May 2023",
-        "month",
-        at(2023, 5, 1),
-        at(2023, 6, 1),
-    ),
-    (
-        "What happened since (May 2023)?",
-        "since (May 2023",
-        "month",
-        at(2023, 5, 1),
-        at(2023, 10, 21),
-    ),
+    ("What did we do in the last two days of May 2023?", "May 2023", "month", *MAY),
+    ("What happened since (May 2023)?", "since (May 2023", "month", at(2023, 5, 1), TONIGHT),
 ]
 
 
