@@ -294,14 +294,14 @@ class HybridSearch:
             if speakers:
                 self._speakers(query, candidates, speakers)
             candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
-            leg_best = max((c.scores.get("vector", -1.0) for c in candidates), default=-1.0)
-            best = leg_best if leg_best > -1.0 else None
-            if best_cosine is not None:
-                best = best_cosine if best is None else max(best, best_cosine)
+            own = max(
+                (c.scores["vector"] for c in candidates if "vector" in c.scores), default=None
+            )
+            best = max((b for b in (own, best_cosine) if b is not None), default=None)
             hits = await self._with_content(
                 conn, candidates[:top_k], fusion, vector, best, calibration
             )
-        return hits, (leg_best if leg_best > -1.0 else None)
+        return hits, own
 
     async def _legs(
         self,
