@@ -245,17 +245,12 @@ class ContextAssembler:
             self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
         )
         referred = {(i.ref_kind.value, i.ref_id) for i in items if i.ref_kind is not None}
-        # a hit working memory refers to is never repeated: it is not counted as left out
-        below = sum(
-            1 for h in hits if h.relevance < floor and (h.layer.value, h.id) not in referred
-        )
         kept = _relevant_lessons(lessons, hits, floor, calibration)
+        left_out = [(h.layer.value, h.id) for h in hits if h.relevance < floor]
+        left_out += [("EPISODE", lesson.episode.id) for lesson in lessons if lesson not in kept]
+        # what working memory refers to is never repeated: it is not counted as left out
+        below = sum(1 for key in left_out if key not in referred)
         hits = [h for h in hits if h.relevance >= floor]
-        below += sum(  # a lesson working memory refers to is not repeated either
-            1
-            for lesson in lessons
-            if lesson not in kept and ("EPISODE", lesson.episode.id) not in referred
-        )
         lessons = kept
         if below:
             notes.append(f"{below} memories left out: relevance below {floor:g} (minRelevance)")
