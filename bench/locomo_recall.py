@@ -90,6 +90,7 @@ MODES: dict[str, Mode] = {
     ),
     "hybrid without sessionShare": Mode(changes=(("search_session_share", 0.0),)),
     "hybrid without speakerBoost": Mode(changes=(("search_speaker_boost", 0.0),)),
+    "hybrid, speakerBoost 0.5 (the default before)": Mode(changes=(("search_speaker_boost", 0.5),)),
     "hybrid, turns also embedded alone (embed_raw_alone)": Mode(namespace="-alone"),
     BEFORE: Mode(previous=True, changes=OLD),
     "text leg only, before issue 34": Mode(

@@ -348,12 +348,13 @@ class Settings(BaseSettings):
         "for multilingual-e5-small), 0 for a model without a calibration.",
     )
     search_speaker_boost: float = Field(
-        default=0.5,
+        default=1.0,
         ge=0.0,
         le=2.0,
         description='When the query names one speaker of the candidate raw turns ("What does '
-        "Caroline paint?\"), that speaker's turns score 1 + this times as much (speakerBoost): "
-        "what a person does is told in their own turns; 0 switches it off.",
+        "Caroline paint?\"), that speaker's turns score 1 + this times as much (speakerBoost; "
+        "the default counts them twice): what a person does is told in their own turns; 0 "
+        "switches it off.",
     )
     contradiction_similarity: float = Field(
         default=0.85,

@@ -167,7 +167,7 @@ class SearchHit:
         "best lifts its other turns); 0 for insights and episodes."
     )
     speaker_boost: float = strawberry.field(
-        description="Raw turns: GQL_MEMORY_SEARCH_SPEAKER_BOOST (0.5) when the query names "
+        description="Raw turns: GQL_MEMORY_SEARCH_SPEAKER_BOOST (1.0) when the query names "
         "the turn's speaker (and no other speaker of the candidates), else 0; finalScore is "
         "multiplied by 1 + this."
     )

@@ -105,7 +105,7 @@ async def test_the_speaker_a_query_names_is_boosted(memory: Memory) -> None:
         "What does Caroline paint? landscapes", session_id=None, layers=["RAW"], weights=text_only
     )
     by_id = {h.id: h for h in hits}
-    assert by_id[own.id].speaker_boost == memory.settings.search_speaker_boost == 0.5
+    assert by_id[own.id].speaker_boost == memory.settings.search_speaker_boost == 1.0
     assert by_id[other.id].speaker_boost == 0.0
     both = await memory.search(
         "Caroline and Mel on landscapes", session_id=None, layers=["RAW"], weights=text_only
@@ -117,7 +117,7 @@ async def test_the_speaker_a_query_names_is_boosted(memory: Memory) -> None:
     )
     assert all(h.speaker_boost == 0.0 for h in plain)
     unboosted = {h.id: h for h in plain}
-    assert by_id[own.id].final_score == pytest.approx(1.5 * unboosted[own.id].final_score)
+    assert by_id[own.id].final_score == pytest.approx(2.0 * unboosted[own.id].final_score)
     assert by_id[other.id].final_score == pytest.approx(unboosted[other.id].final_score)
 
 
