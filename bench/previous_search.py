@@ -149,9 +149,16 @@ def text_leg(layer: MemoryLayer) -> str:
      LIMIT :n)"""
 
 
-def legs_sql(layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool) -> str:
+def legs_sql(
+    layers: Iterable[MemoryLayer],
+    when: When,
+    vector: bool,
+    text: bool,
+    rated: Iterable[MemoryLayer] = (),
+) -> str:
     """Every leg of every layer in one statement: the vector leg with a query vector, the
-    text leg when its weight is not 0; rows of each leg in rank order."""
+    text leg when its weight is not 0; rows of each leg in rank order. (Before issue 30, hits
+    were rated against the layers searched only: ``rated`` is not read.)"""
     legs, ctes = [], [QUERY_CTE]
     for layer in layers:
         if vector:

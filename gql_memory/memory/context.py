@@ -258,8 +258,7 @@ class ContextAssembler:
         if SectionKind.WORKING in sections:
             offers.append(self._offer(SectionKind.WORKING, _working_candidates(items, hits)))
         if SectionKind.SEARCH in sections:
-            fresh = [h for h in hits if (h.layer.value, h.id) not in referred]
-            offers.append(self._offer(SectionKind.SEARCH, _search_candidates(fresh)))
+            offers.append(self._offer(SectionKind.SEARCH, _search_candidates(hits, referred)))
         if wants_episodes:
             offers.append(self._offer(SectionKind.EPISODES, _episode_candidates(lessons)))
         if SectionKind.GRAPH in sections:
@@ -412,10 +411,13 @@ def _working_candidates(items: list[WorkingMemoryItem], hits: list[SearchHit]) -
     return candidates
 
 
-def _search_candidates(hits: list[SearchHit]) -> list[Candidate]:
+def _search_candidates(hits: list[SearchHit], referred: set[tuple[str, Any]]) -> list[Candidate]:
+    """The hits working memory does not refer to, each numbered by its rank among all the
+    hits: the numbers working memory and the graph facts cite ("search hit #5")."""
     return [
         Candidate(ItemKind(hit.layer.value), str(hit.id), hit.content, explain_hit(rank, hit))
         for rank, hit in enumerate(hits, 1)
+        if (hit.layer.value, hit.id) not in referred
     ]
 
 

@@ -271,9 +271,10 @@ class HybridSearch:
         best_cosine: float | None = None,
     ) -> tuple[list[SearchHit], float | None]:
         """The ``top_k`` hits of a validated search, every one whatever its relevance, and the
-        best cosine its vector leg reached. Relevance rates a hit against that best, or
-        against ``best_cosine`` when it is higher (a search within a period: the best of the
-        whole namespace, from the search without the period)."""
+        best cosine the query reached in the namespace (every layer, searched or not).
+        Relevance rates a hit against that best, or against ``best_cosine`` when it is higher
+        (a search within a period: the best of the whole namespace, from the search without
+        the period)."""
         when = When(as_of is not None, since is not None, until is not None)
         moments = {"as_of": as_of, "since": since, "until": until}
         calibration = calibration_for(self.embedder.model)
@@ -282,7 +283,7 @@ class HybridSearch:
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
-            candidates = await self._legs(
+            candidates, elsewhere = await self._legs(
                 conn, query, vector, chosen, weights, top_k, when, moments
             )
             self._fuse(candidates, weights, fusion)
@@ -294,14 +295,15 @@ class HybridSearch:
             if speakers:
                 self._speakers(query, candidates, speakers)
             candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
-            own = max(
-                (c.scores["vector"] for c in candidates if "vector" in c.scores), default=None
-            )
-            best = max((b for b in (own, best_cosine) if b is not None), default=None)
+            cosines = [c.scores["vector"] for c in candidates if "vector" in c.scores]
+            if elsewhere is not None:
+                cosines.append(elsewhere)
+            reached = max(cosines, default=None)
+            best = max((b for b in (reached, best_cosine) if b is not None), default=None)
             hits = await self._with_content(
                 conn, candidates[:top_k], fusion, vector, best, calibration
             )
-        return hits, own
+        return hits, reached
 
     async def _legs(
         self,
@@ -313,8 +315,13 @@ class HybridSearch:
         top_k: int,
         when: When,
         moments: dict[str, datetime | None],
-    ) -> list[_Candidate]:
-        sql = legs_sql(layers, when, vector=vector is not None, text=bool(weights.text))
+    ) -> tuple[list[_Candidate], float | None]:
+        """The candidates of the legs, and the best cosine of the layers not searched (a hit's
+        relevance is rated against the whole namespace: the same hit, whichever layers)."""
+        rated = [layer for layer in MemoryLayer if layer not in layers]
+        sql = legs_sql(
+            layers, when, vector=vector is not None, text=bool(weights.text), rated=rated
+        )
         rows = (
             await conn.execute(
                 _statement(sql),
@@ -342,14 +349,18 @@ class HybridSearch:
         ).all()
         candidates: dict[tuple[str, int], _Candidate] = {}
         position: dict[tuple[str, str], int] = {}
+        elsewhere: float | None = None
         for layer, leg, id_, score in rows:  # rows of each leg arrive in rank order
+            if leg == "best":
+                elsewhere = max(float(score), elsewhere if elsewhere is not None else -1.0)
+                continue
             rank = position[(layer, leg)] = position.get((layer, leg), 0) + 1
             candidate = candidates.get((layer, id_))
             if candidate is None:
                 candidate = candidates[(layer, id_)] = _Candidate(_LAYER[layer], id_)
             candidate.ranks[leg] = rank
             candidate.scores[leg] = float(score)
-        return list(candidates.values())
+        return list(candidates.values()), elsewhere
 
     def _fuse(self, candidates: list[_Candidate], weights: SearchWeights, fusion: Fusion) -> None:
         """One fused score per candidate. RRF ranks each layer's legs apart (as the legs

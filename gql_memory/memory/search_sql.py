@@ -224,13 +224,13 @@ terms_{name} AS MATERIALIZED (
 )"""
 
 
-def vector_ctes(layer: MemoryLayer, when: When | bool = False) -> str:
+def vector_ctes(layer: MemoryLayer, when: When | bool = False, limit: str = ":n") -> str:
     """The nearest rows valid now (or at :as_of), found as memory/nearest.py finds them:
     exactly in a small namespace, through the shared HNSW index in a large one."""
     spec = LAYERS[layer]
     conditions = spec.valid("t", when) + spec.extra_where
     name = layer.value.lower()
-    return nearest_ctes(f"nearest_{name}", spec.table, conditions, size=f"size_{name}")
+    return nearest_ctes(f"nearest_{name}", spec.table, conditions, limit=limit, size=f"size_{name}")
 
 
 def vector_leg(layer: MemoryLayer) -> str:
@@ -269,24 +269,47 @@ def text_leg(layer: MemoryLayer) -> str:
      LIMIT :n)"""
 
 
-def legs_sql(layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool) -> str:
+def best_leg(layer: MemoryLayer) -> str:
+    """The similarity of ``layer``'s nearest row, as leg ``best``: a layer not searched still
+    tells how close the namespace comes to the query (relevance rates hits against it)."""
+    name = layer.value.lower()
+    return f"""
+    (SELECT '{layer.value}' AS layer, 'best' AS leg, id, 1 - distance AS score
+     FROM nearest_{name} ORDER BY distance, id LIMIT 1)"""
+
+
+def legs_sql(
+    layers: Iterable[MemoryLayer],
+    when: When,
+    vector: bool,
+    text: bool,
+    rated: Iterable[MemoryLayer] = (),
+) -> str:
     """Every leg of every layer in one statement: the vector leg with a query vector, the
-    text leg when its weight is not 0; rows of each leg in rank order."""
+    text leg when its weight is not 0; rows of each leg in rank order. With a query vector,
+    each layer of ``rated`` (not searched) adds its nearest row as leg ``best``."""
     legs, ctes = [], [QUERY_CTE] if text else []
     for layer in layers:
-        # one count of the namespace's rows for both legs (an index-only scan of the key)
-        ctes.append(f"""
-size_{layer.value.lower()} AS MATERIALIZED (
-    SELECT count(*) AS n FROM (SELECT 1 FROM {LAYERS[layer].table} WHERE namespace = :ns
-                               LIMIT :count_cap) x
-)""")
+        ctes.append(_size_cte(layer))
         if vector:
             legs.append(vector_leg(layer))
             ctes.append(vector_ctes(layer, when))
         if text:
             legs.append(text_leg(layer))
             ctes.append(text_ctes(layer, when))
+    for layer in rated if vector else ():
+        ctes += [_size_cte(layer), vector_ctes(layer, when, limit="1")]
+        legs.append(best_leg(layer))
     return "WITH RECURSIVE " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)
+
+
+def _size_cte(layer: MemoryLayer) -> str:
+    """One count of the namespace's rows for both legs (an index-only scan of the key)."""
+    return f"""
+size_{layer.value.lower()} AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM {LAYERS[layer].table} WHERE namespace = :ns
+                               LIMIT :count_cap) x
+)"""
 
 
 # The conversation session and speaker of raw turns among a search's candidates (by key).

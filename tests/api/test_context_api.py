@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+
 import pytest
 
-from tests.conftest import LiveServer
+from tests.conftest import ROOT, LiveServer
+from tests.test_readme import code_blocks
 
 CONTEXT = """
 query($q: String!, $s: String!, $m: Int!, $i: [ContextSectionKind!]!) {
@@ -90,6 +95,8 @@ async def test_a_small_budget_is_respected(api: LiveServer) -> None:
         ('{ context(query: "") { text } }', "query must not be empty"),
         ('{ context(query: "q", maxTokens: 5) { text } }', "maxTokens must be between 32"),
         ('{ context(query: "q", maxTokens: 100001) { text } }', "maxTokens must be between"),
+        # far out of range: the field's own error, not the query cost's
+        ('{ context(query: "q", maxTokens: 10000000) { text } }', "maxTokens must be between"),
         ('{ context(query: "q", include: []) { text } }', "include must name at least one"),
         ('{ context(query: "q", sessionId: "") { text } }', "sessionId must not be empty"),
     ],
@@ -100,3 +107,27 @@ async def test_invalid_arguments_are_bad_user_input(
     error = await api.error(query)
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert message in error["message"]
+
+
+async def test_the_agent_loop_of_the_api_reference_runs_as_written(api: LiveServer) -> None:
+    """docs/api.md's agent loop, with nothing but the standard library, against a server: the
+    context it reads, the turns it stores."""
+    page = (ROOT / "docs/api.md").read_text()
+    [loop] = [body for _, body in code_blocks(page, "python") if "def agent_turn" in body]
+    assert 'SERVER = "http://127.0.0.1:8000/graphql"' in loop
+    code = loop.replace("http://127.0.0.1:8000", api.base_url.rstrip("/"), 1)
+    model = (
+        "def call_your_model(prompt: str) -> str:\n    return 'Which dates? ' + str(len(prompt))\n"
+    )
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", model + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("Which dates? ")
+    stored = await api.data('{ search(query: "Which dates", layers: [RAW], topK: 5) { content } }')
+    contents = {hit["content"] for hit in stored["search"]}
+    assert any(c.startswith("assistant: Which dates?") for c in contents), contents

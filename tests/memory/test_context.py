@@ -107,7 +107,15 @@ async def test_search_hits_a_working_memory_item_refers_to_are_not_repeated(
     ]
     assert hits and (ItemKind.INSIGHT, str(ids["berlin"])) not in hits
     referring = [i for i in context.sections[0].items if "refers to INSIGHT" in i.reason]
-    assert "not repeated there" in referring[0].reason
+    assert "(search hit #1, not repeated there)" in referring[0].reason
+    # the others keep their rank among all the hits: #1 is the one working memory shows
+    numbers = [
+        int(i.reason.split(":", 1)[0].removeprefix("search #"))
+        for s in context.sections
+        if s.kind is SectionKind.SEARCH
+        for i in s.items
+    ]
+    assert numbers == list(range(2, len(numbers) + 2))
 
 
 async def test_lessons_carry_reflection_and_reward(memory: Memory) -> None:

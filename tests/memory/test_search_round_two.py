@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text as sql
@@ -204,6 +205,39 @@ async def test_context_floors_by_the_models_calibration_search_by_the_setting(
     assert "green tea" in context.text and "Kubernetes" not in context.text
     operator = Memory(memory.db, memory.settings.with_overrides(search_min_relevance=0.5))
     assert [h.id for h in await operator.search("green tea", top_k=10)] == [tea.id]
+
+
+async def test_a_hit_is_rated_against_the_whole_namespace_whichever_layers_are_searched(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The best cosine a relevance reads is the namespace's, not the searched layers': the
+    same insight gets the same relevance searched alone or beside the raw turns, a layer
+    not searched still counts, and without a vector leg nothing is read."""
+    insight = await memory.insights.add("the user travels to Berlin in May")
+    await memory.raw.store("s", "user", "book a trip to Berlin for May")
+    # a calibration that reads only the best cosine
+    by_best = Calibration(bias=-1.0, cosine=0.0, text=0.0, best_cosine=2.0, floor=0.0)
+    monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, by_best)
+    query = "book a trip to Berlin"
+    both = await memory.search(query, layers=["INSIGHT", "RAW"], top_k=10)
+    alone = await memory.search(query, layers=["INSIGHT"], top_k=10)
+    best = max(h.cosine for h in both if h.cosine is not None)
+    [rated] = [h for h in alone if h.id == insight.id]
+    assert rated.cosine is not None and rated.cosine < best  # the turn is nearer than it
+    assert rated.relevance == pytest.approx(relevance(rated.cosine, None, best, by_best))
+    assert rated.relevance == next(h for h in both if h.id == insight.id).relevance
+    in_may = await memory.search(
+        query,
+        layers=["INSIGHT"],
+        top_k=10,
+        reference_time=datetime(2026, 6, 1, tzinfo=UTC),
+        interpret_time=True,
+    )
+    assert [h.relevance for h in in_may] == [rated.relevance]  # periods rate alike
+    text_only = await memory.search(
+        query, layers=["INSIGHT"], top_k=10, weights=SearchWeights(vector=0, text=1)
+    )
+    assert text_only and all(h.cosine is None for h in text_only)
 
 
 async def test_context_leaves_out_hits_below_the_floor_and_says_how_many(memory: Memory) -> None:

@@ -46,6 +46,7 @@ from graphql import (
 )
 from strawberry.extensions import SchemaExtension
 
+from gql_memory.config import CONTEXT_MAX_TOKENS
 from gql_memory.errors import ValidationError
 from gql_memory.memory.graph import MAX_DEPTH
 from gql_memory.memory.insights import MAX_SOURCE_IDS
@@ -150,7 +151,10 @@ class _CostWalk:
         own = 1
         if BUDGET_ARGUMENT in definition.args:  # a context: its text holds up to this much
             budget = definition.args[BUDGET_ARGUMENT].default_value
-            own = max(1, self.argument(node, BUDGET_ARGUMENT, budget) // TOKENS_PER_UNIT)
+            # no text is longer than the largest budget: a larger one is refused by the
+            # field itself, with its own error (maxTokens must be between ...)
+            tokens = min(self.argument(node, BUDGET_ARGUMENT, budget), CONTEXT_MAX_TOKENS)
+            own = max(1, tokens // TOKENS_PER_UNIT)
         if node.selection_set is None or child is None:
             return own
         multiplier = self.bound(parent, node, definition)
