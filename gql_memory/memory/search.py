@@ -283,8 +283,10 @@ class HybridSearch:
             [embedding] = await self.embedder.embed([query], role=TextRole.QUERY)
             vector = vector_literal(embedding)
         async with self.db.read() as conn:
+            # the best cosine of the layers not searched: only a calibration reads it
+            rated = [] if calibration is None else [m for m in MemoryLayer if m not in chosen]
             candidates, elsewhere = await self._legs(
-                conn, query, vector, chosen, weights, top_k, when, moments
+                conn, query, vector, chosen, rated, weights, top_k, when, moments
             )
             self._fuse(candidates, weights, fusion)
             speakers: dict[int, str] = {}
@@ -311,14 +313,15 @@ class HybridSearch:
         query: str,
         vector: str | None,
         layers: list[MemoryLayer],
+        rated: list[MemoryLayer],
         weights: SearchWeights,
         top_k: int,
         when: When,
         moments: dict[str, datetime | None],
     ) -> tuple[list[_Candidate], float | None]:
-        """The candidates of the legs, and the best cosine of the layers not searched (a hit's
-        relevance is rated against the whole namespace: the same hit, whichever layers)."""
-        rated = [layer for layer in MemoryLayer if layer not in layers]
+        """The candidates of the legs, and the best cosine of the ``rated`` layers (not
+        searched: a hit's relevance is rated against the whole namespace, whichever layers
+        are searched, so the same hit gets the same relevance)."""
         sql = legs_sql(
             layers, when, vector=vector is not None, text=bool(weights.text), rated=rated
         )
@@ -352,7 +355,7 @@ class HybridSearch:
         elsewhere: float | None = None
         for layer, leg, id_, score in rows:  # rows of each leg arrive in rank order
             if leg == "best":
-                elsewhere = max(float(score), elsewhere if elsewhere is not None else -1.0)
+                elsewhere = float(score) if elsewhere is None else max(elsewhere, float(score))
                 continue
             rank = position[(layer, leg)] = position.get((layer, leg), 0) + 1
             candidate = candidates.get((layer, id_))

@@ -298,6 +298,8 @@ def legs_sql(
             legs.append(text_leg(layer))
             ctes.append(text_ctes(layer, when))
     for layer in rated if vector else ():
+        # found as the vector leg finds its rows: the cost of a vector leg of one row (in a
+        # namespace of a few thousand rows, a scan of them: docs/benchmarks-retrieval.md)
         ctes += [_size_cte(layer), vector_ctes(layer, when, limit="1")]
         legs.append(best_leg(layer))
     return "WITH RECURSIVE " + ",".join(ctes) + "\n" + "\nUNION ALL".join(legs)

@@ -226,14 +226,23 @@ async def test_a_hit_is_rated_against_the_whole_namespace_whichever_layers_are_s
     assert rated.cosine is not None and rated.cosine < best  # the turn is nearer than it
     assert rated.relevance == pytest.approx(relevance(rated.cosine, None, best, by_best))
     assert rated.relevance == next(h for h in both if h.id == insight.id).relevance
-    in_may = await memory.search(
-        query,
-        layers=["INSIGHT"],
-        top_k=10,
-        reference_time=datetime(2026, 6, 1, tzinfo=UTC),
-        interpret_time=True,
+    # within a period read from the query: rated against the whole namespace too (here an
+    # insight, not searched, is the query's nearest memory)
+    asked = "what did the user book yesterday in Berlin"
+    nearest = await memory.insights.add(asked)
+    reference = datetime(2026, 6, 10, 12, tzinfo=UTC)
+    await memory.raw.store("t", "user", "booked Berlin", timestamp=datetime(2026, 6, 9, tzinfo=UTC))
+    [top] = await memory.search(asked, layers=["INSIGHT"], top_k=1)
+    assert top.id == nearest.id and top.cosine is not None
+    timed = await memory.search(
+        asked, layers=["RAW"], top_k=10, reference_time=reference, interpret_time=True
     )
-    assert [h.relevance for h in in_may] == [rated.relevance]  # periods rate alike
+    assert timed and all(h.interpreted_period is not None for h in timed)
+    rated_timed = [h for h in timed if h.cosine is not None]
+    assert rated_timed and all(
+        h.relevance == pytest.approx(relevance(h.cosine, None, top.cosine, by_best))
+        for h in rated_timed
+    )
     text_only = await memory.search(
         query, layers=["INSIGHT"], top_k=10, weights=SearchWeights(vector=0, text=1)
     )

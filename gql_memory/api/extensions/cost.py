@@ -9,7 +9,8 @@ tens of millions of objects. Cost counts the objects a query can return:
   argument (the value sent, or the argument's default; a connection without `first` is a page
   of GQL_MEMORY_DEFAULT_PAGE_SIZE), and a list without such an argument by the default page
   size too, except the `edges` list inside a connection, which its `first` already counted;
-- a field with a token budget (`context(maxTokens)`) costs 1 per 5 tokens of it;
+- a field with a token budget (`context(maxTokens)`) costs 1 per 5 tokens of it, up to the
+  largest valid budget (a larger one is the field's own error);
 - a root field with a `query` (search, context, insightSearch, similarEpisodes) costs 1 more
   per 4 distinct words of it: the text leg's work grows with them (and more words than
   GQL_MEMORY_SEARCH_MAX_QUERY_WORDS are refused by the search itself);
