@@ -150,15 +150,12 @@ def text_leg(layer: MemoryLayer) -> str:
 
 
 def legs_sql(
-    layers: Iterable[MemoryLayer],
-    when: When,
-    vector: bool,
-    text: bool,
-    rated: Iterable[MemoryLayer] = (),
+    layers: Iterable[MemoryLayer], when: When, vector: bool, text: bool, **_: object
 ) -> str:
     """Every leg of every layer in one statement: the vector leg with a query vector, the
-    text leg when its weight is not 0; rows of each leg in rank order. (Before issue 30, hits
-    were rated against the layers searched only: ``rated`` is not read.)"""
+    text leg when its weight is not 0; rows of each leg in rank order. (Called as today's
+    legs_sql is; what it takes since, such as the layers a hit is rated against, is not
+    read: before issue 30 hits were rated against the layers searched.)"""
     legs, ctes = [], [QUERY_CTE]
     for layer in layers:
         if vector:
