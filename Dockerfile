@@ -3,7 +3,7 @@
 FROM python:3.11-slim
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY gql_memory gql_memory
 COPY migrations migrations
 RUN pip install --no-cache-dir . && rm -rf /app/*

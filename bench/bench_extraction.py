@@ -23,9 +23,9 @@ from pathlib import Path
 
 from gql_memory import AsyncMemoryStore
 from gql_memory.config import Settings
-from gql_memory.memory.redaction import redact
-from gql_memory.memory.rules import first_match, rules_for
-from gql_memory.memory.summarizers import summarize
+from gql_memory.memory.extraction.redaction import redact
+from gql_memory.memory.extraction.rules import first_match, rules_for
+from gql_memory.memory.extraction.summarizers import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "benchmarks-extraction.md"

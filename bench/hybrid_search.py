@@ -16,7 +16,7 @@ from gql_memory.config import DEFAULT_DATABASE_ROLE
 from gql_memory.db import Database
 from gql_memory.db.fair import FairShare, NamespacedDatabase
 from gql_memory.memory import Memory
-from gql_memory.memory.search import SearchWeights
+from gql_memory.memory.search.types import SearchWeights
 
 SIZE = int(os.environ.get("BENCH_HYBRID_SIZE", "100000"))
 QUERIES = 200

@@ -48,9 +48,9 @@ from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
 from gql_memory.embeddings.once import EmbedOnce
 from gql_memory.memory import Memory
-from gql_memory.memory import search as search_module
-from gql_memory.memory.search import Fusion, SearchWeights
-from gql_memory.memory.time_expressions import QueryPeriod, read_period
+from gql_memory.memory.search import legs as search_module
+from gql_memory.memory.search.period import read_period
+from gql_memory.memory.search.types import Fusion, QueryPeriod, SearchWeights
 from gql_memory.memory.vectors import vector_literal
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -128,7 +128,7 @@ ORDER BY ts_rank(r.content_tsv, k.q) DESC, r.id LIMIT :n
 
 
 # The questions that name a time ("in May 2023", "last week"), read by the search's own reader
-# (gql_memory.memory.time_expressions) against the conversation's last session date.
+# (gql_memory.memory.search.period) against the conversation's last session date.
 DATED = "hybrid, limited to the period read from the question (since/until)"
 INTERPRETED = "hybrid with interpretTime (referenceTime: the last session's date)"
 

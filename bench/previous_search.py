@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gql_memory.memory.search_sql import LAYERS, MemoryLayer, When
+from gql_memory.memory.search.legs_sql import LAYERS
+from gql_memory.memory.search.types import MemoryLayer, When
 
 # The query's lexemes, normalised by the configured text-search configuration.
 QUERY_CTE = """

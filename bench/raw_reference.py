@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from gql_memory.config import NAMESPACE_SETTING, TSV_MAX_CHARS, Settings
-from gql_memory.memory.autograph import entity_names, speaker_entity
+from gql_memory.memory.graph.autograph import entity_names, speaker_entity
 
 CHANNEL = "gql_memory_bench_reference"
 ORIGIN = "bench"

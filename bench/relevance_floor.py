@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from gql_memory.memory import Memory
-from gql_memory.memory.packing import ItemKind
-from gql_memory.memory.relevance import calibration_for, context_floor
-from gql_memory.memory.search import SearchHit
+from gql_memory.memory.context.packing import ItemKind
+from gql_memory.memory.search.relevance import calibration_for, context_floor
+from gql_memory.memory.search.types import SearchHit
 
 SESSION = "relevance-check"  # a session without working memory: a context holds only memory
 BINS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0001)

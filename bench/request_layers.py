@@ -184,7 +184,7 @@ def request_layers(app: Any) -> list[tuple[str, list[Any], list[Any]]]:
     from gql_memory.api.schema import MemorySchema
     from gql_memory.api.working import WorkingMutations
     from gql_memory.live.listener import EventListener
-    from gql_memory.memory.working import WorkingMemory
+    from gql_memory.memory.working.working_memory import WorkingMemory
     from gql_memory.server import view as view_module
     from gql_memory.server.middleware import BodySizeLimitMiddleware, RequestContextMiddleware
 

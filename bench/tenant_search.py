@@ -30,7 +30,7 @@ from bench.insight_search import VOCABULARY, load, sentence
 from gql_memory.embeddings import TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory import Memory
-from gql_memory.memory import search as search_module
+from gql_memory.memory.search import legs as search_module
 
 SIZE = int(os.environ.get("BENCH_TENANT_SIZE", "100000"))
 TENANTS = 1000

@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from gql_memory.memory.tokens import DEFAULT_TOKENIZER
+from gql_memory.memory.context.tokens import DEFAULT_TOKENIZER
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,12 @@ from gql_memory.errors import NotFoundError, ServiceUnavailableError, Validation
 if TYPE_CHECKING:
     from gql_memory.loop_thread import StoreClosedError
     from gql_memory.memory.raw import RawDialogue, RawDialogueInput
-    from gql_memory.memory.stale import ArchiveReason, StaleMemoryItem
-    from gql_memory.memory.working import RefKind, WorkingMemoryItem, WorkingMemoryResult
+    from gql_memory.memory.working.archive import ArchiveReason, StaleMemoryItem
+    from gql_memory.memory.working.working_memory import (
+        RefKind,
+        WorkingMemoryItem,
+        WorkingMemoryResult,
+    )
     from gql_memory.store import AsyncMemoryStore, MemoryStore
 
 # Imported on first use, not with the package: `gql-memory --help` (gql_memory.cli) must not
@@ -20,11 +24,11 @@ _LAZY = {
     "StoreClosedError": "gql_memory.loop_thread",
     "RawDialogue": "gql_memory.memory.raw",
     "RawDialogueInput": "gql_memory.memory.raw",
-    "ArchiveReason": "gql_memory.memory.stale",
-    "StaleMemoryItem": "gql_memory.memory.stale",
-    "RefKind": "gql_memory.memory.working",
-    "WorkingMemoryItem": "gql_memory.memory.working",
-    "WorkingMemoryResult": "gql_memory.memory.working",
+    "ArchiveReason": "gql_memory.memory.working.archive",
+    "StaleMemoryItem": "gql_memory.memory.working.archive",
+    "RefKind": "gql_memory.memory.working.working_memory",
+    "WorkingMemoryItem": "gql_memory.memory.working.working_memory",
+    "WorkingMemoryResult": "gql_memory.memory.working.working_memory",
     "AsyncMemoryStore": "gql_memory.store",
     "MemoryStore": "gql_memory.store",
 }

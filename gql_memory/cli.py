@@ -160,7 +160,7 @@ def serve(
     from gql_memory import runtime
     from gql_memory.db.embedded import login_url
     from gql_memory.keys import check_exposure, is_loopback
-    from gql_memory.memory.rules import rules_for
+    from gql_memory.memory.extraction.rules import rules_for
     from gql_memory.server.connections import bounded_http_protocol
     from gql_memory.server.logs import configure_logging, log_config
     from gql_memory.server.startup import banner, check_embedding_server, refuse_a_port_in_use
@@ -479,7 +479,7 @@ def rules_check(
     ],
 ) -> None:
     """Validate a rule file without starting anything; exit 2 naming the first bad rule."""
-    from gql_memory.memory.rules import load_rule_file
+    from gql_memory.memory.extraction.rules import load_rule_file
 
     try:
         rules = load_rule_file(file)

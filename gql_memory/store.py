@@ -26,18 +26,18 @@ from gql_memory import runtime
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.loop_thread import LoopThread, StoreClosedError, synchronous
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
-from gql_memory.memory.context import ALL_SECTIONS, Context, SectionKind
+from gql_memory.memory.context.assembly import ALL_SECTIONS, Context, SectionKind
 from gql_memory.memory.episodes import Episodes
-from gql_memory.memory.extraction import ExtractionPipeline
-from gql_memory.memory.graph import Graph
+from gql_memory.memory.extraction.pipeline import ExtractionPipeline
+from gql_memory.memory.extraction.rules import rules_for
+from gql_memory.memory.graph.memory_graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.raw import RawDialogueStore
-from gql_memory.memory.rules import rules_for
-from gql_memory.memory.search import Fusion, MemoryLayer, SearchHit, SearchWeights
-from gql_memory.memory.stale import StaleMemory
+from gql_memory.memory.search.types import Fusion, MemoryLayer, SearchHit, SearchWeights
 from gql_memory.memory.stats import MemoryStats
 from gql_memory.memory.validation import require_namespace
-from gql_memory.memory.working import WorkingMemory
+from gql_memory.memory.working.stale import StaleMemory
+from gql_memory.memory.working.working_memory import WorkingMemory
 from gql_memory.runtime import Purpose, Runtime
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class AsyncMemoryStore:
         interpret_time: bool | None = None,
         min_relevance: float | None = None,
     ) -> list[SearchHit]:
-        """Graph-aware hybrid search (see gql_memory.memory.search): the facts valid now, or
+        """Graph-aware hybrid search (gql_memory.memory.search): the facts valid now, or
         at ``as_of``; ``since`` / ``until`` limit it to a period. With ``interpret_time``
         (default: the setting), a period the query names ("last week", "in May 2023"), read
         against ``reference_time`` (default ``as_of``, else now), ranks hits in it higher.
@@ -201,7 +201,7 @@ class AsyncMemoryStore:
         interpret_time: bool | None = None,
         min_relevance: float | None = None,
     ) -> Context:
-        """Token-budgeted context for an agent's next step (see gql_memory.memory.context);
+        """Token-budgeted context for an agent's next step (see gql_memory.memory.context.assembly);
         with ``as_of``, as the facts stood at that instant; ``interpret_time`` and
         ``reference_time`` as for ``search``; no search hit or lesson below
         ``min_relevance`` (default: GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's

@@ -54,6 +54,7 @@ class ServeProcess:
     workers: int = 1
     env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
+    executable: Path = GQL_MEMORY  # the suite's own; tests/test_wheel.py runs an installed one
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
@@ -74,7 +75,7 @@ class ServeProcess:
         self.log_path = self.data_dir.parent / f"serve-{self.port}.log"
         self.process = subprocess.Popen(
             [
-                str(GQL_MEMORY),
+                str(self.executable),
                 "serve",
                 "--host",
                 "127.0.0.1",

@@ -10,8 +10,8 @@ import strawberry
 from gql_memory.api.info import Info
 from gql_memory.api.search import ContextMinRelevanceArg, InterpretTimeArg, ReferenceTimeArg
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, CONTEXT_MAX_TOKENS, CONTEXT_MIN_TOKENS
-from gql_memory.memory import context as domain
-from gql_memory.memory import packing
+from gql_memory.memory.context import assembly as domain
+from gql_memory.memory.context import packing
 
 ContextSectionKind = packing.SectionKind  # registered with strawberry below
 strawberry.enum(

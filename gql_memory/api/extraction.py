@@ -9,7 +9,7 @@ from strawberry.scalars import JSON
 
 from gql_memory.api.info import Info
 from gql_memory.api.working import WorkingMemoryResult
-from gql_memory.memory import extraction
+from gql_memory.memory.extraction import pipeline as extraction
 
 
 @strawberry.input(description="A tool's output, to be kept in working memory if a rule says so.")

@@ -13,11 +13,16 @@ from gql_memory.api.json_values import json_object
 from gql_memory.api.pagination import Connection, to_connection
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, AtArg, Episode, Insight
-from gql_memory.memory import graph
+from gql_memory.memory.graph import edges as graph_edges
+from gql_memory.memory.graph import nodes as graph_nodes
+from gql_memory.memory.graph import traversal as graph_traversal
+from gql_memory.memory.graph import traversal_sql as graph_traversal_sql
 from gql_memory.memory.validation import require_page_size
 
-Direction = graph.Direction  # registered with strawberry below
-strawberry.enum(graph.Direction, name="Direction", description="Which edges a traversal follows.")
+Direction = graph_traversal_sql.Direction  # registered with strawberry below
+strawberry.enum(
+    graph_traversal_sql.Direction, name="Direction", description="Which edges a traversal follows."
+)
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Node id.")]
 EdgeIdArg = Annotated[strawberry.ID, strawberry.argument(description="Edge id.")]
 
@@ -67,7 +72,7 @@ class Node:
         return [Edge.from_domain(e) for e in found]
 
     @classmethod
-    def from_domain(cls, node: graph.Node) -> Node:
+    def from_domain(cls, node: graph_nodes.Node) -> Node:
         return cls(
             id=strawberry.ID(str(node.id)),
             label=node.label,
@@ -117,7 +122,7 @@ class Edge:
         return Node.from_domain(found) if found else None
 
     @classmethod
-    def from_domain(cls, edge: graph.Edge) -> Edge:
+    def from_domain(cls, edge: graph_edges.Edge) -> Edge:
         return cls(
             id=strawberry.ID(str(edge.id)),
             source_id=strawberry.ID(str(edge.source_id)),
@@ -142,13 +147,13 @@ class ConvertedRecords:
         self._nodes: dict[int, Node] = {}
         self._edges: dict[int, Edge] = {}
 
-    def node(self, node: graph.Node) -> Node:
+    def node(self, node: graph_nodes.Node) -> Node:
         converted = self._nodes.get(node.id)
         if converted is None:
             converted = self._nodes[node.id] = Node.from_domain(node)
         return converted
 
-    def edge(self, edge: graph.Edge) -> Edge:
+    def edge(self, edge: graph_edges.Edge) -> Edge:
         converted = self._edges.get(edge.id)
         if converted is None:
             converted = self._edges[edge.id] = Edge.from_domain(edge)
@@ -159,7 +164,7 @@ class ConvertedRecords:
 class Neighbor:
     node: Node = strawberry.field(description="The node reached.")
     distance: int = strawberry.field(description="Hops from the start node (1..depth).")
-    domain: strawberry.Private[graph.Neighbor]
+    domain: strawberry.Private[graph_traversal.Neighbor]
     records: strawberry.Private[ConvertedRecords]
 
     # path and edges are converted only when a query asks for them
@@ -175,7 +180,7 @@ class Neighbor:
 
     @classmethod
     def from_domain(
-        cls, neighbor: graph.Neighbor, records: ConvertedRecords | None = None
+        cls, neighbor: graph_traversal.Neighbor, records: ConvertedRecords | None = None
     ) -> Neighbor:
         records = records or ConvertedRecords()
         return cls(
@@ -193,7 +198,7 @@ class GraphPath:
     length: int = strawberry.field(description="Number of edges (hops).")
 
     @classmethod
-    def from_domain(cls, path: graph.GraphPath) -> GraphPath:
+    def from_domain(cls, path: graph_traversal.GraphPath) -> GraphPath:
         return cls(
             nodes=[Node.from_domain(n) for n in path.nodes],
             edges=[Edge.from_domain(e) for e in path.edges],
@@ -254,7 +259,9 @@ class EdgeInput:
     )
 
 
-def _end(node_id: strawberry.ID | None, key: NodeKeyInput | None, field: str) -> graph.NodeRef:
+def _end(
+    node_id: strawberry.ID | None, key: NodeKeyInput | None, field: str
+) -> graph_nodes.NodeRef:
     from gql_memory.errors import ValidationError
 
     if (node_id is None) == (key is None):
@@ -310,7 +317,7 @@ class GraphQueries:
         ] = None,
         direction: Annotated[
             Direction, strawberry.argument(description="OUT, IN or BOTH (default).")
-        ] = graph.Direction.BOTH,
+        ] = graph_traversal_sql.Direction.BOTH,
         as_of: AsOfArg = None,
     ) -> list[Neighbor]:
         found = await info.context.memory.graph.neighbors(

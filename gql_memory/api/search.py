@@ -10,7 +10,7 @@ import strawberry
 from gql_memory.api.info import Info
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, Episode, Insight
-from gql_memory.memory import search, time_expressions
+from gql_memory.memory.search import types as search
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
 strawberry.enum(search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer.")
@@ -114,7 +114,7 @@ class InterpretedPeriod:
     )
 
     @classmethod
-    def from_domain(cls, period: time_expressions.QueryPeriod) -> InterpretedPeriod:
+    def from_domain(cls, period: search.QueryPeriod) -> InterpretedPeriod:
         return cls(
             expression=period.expression,
             granularity=period.granularity,

@@ -1,28 +1,21 @@
 """GraphQL for stale memory: the archive of items that left working memory, and its listing.
 
 Archiving and restoring are working-memory mutations (api/working.py), which imports this
-module; the RefKind enum it registers is referred to here lazily.
+module; the enums both show (RefKind, ArchiveReason) are in api/working_enums.py.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import strawberry
 
 from gql_memory.api.info import Info
 from gql_memory.api.pagination import AfterArg, Connection, FirstArg, to_connection
-from gql_memory.memory import stale, working
+from gql_memory.api.working_enums import ArchiveReason, RefKind
+from gql_memory.memory.working import archive, working_memory
 
-if TYPE_CHECKING:
-    from gql_memory.api.working import RefKind
-
-ArchiveReason = stale.ArchiveReason  # registered with strawberry below
-strawberry.enum(
-    stale.ArchiveReason, name="ArchiveReason", description="Why an item left working memory."
-)
-LazyRefKind = Annotated["RefKind", strawberry.lazy("gql_memory.api.working")]
 SessionFilterArg = Annotated[
     str | None,
     strawberry.argument(description='Only this session (default "default"); null: every session.'),
@@ -40,7 +33,7 @@ class StaleMemoryItem:
     importance: float = strawberry.field(description="The item's importance when archived.")
     reason: ArchiveReason = strawberry.field(description="Why the item was archived.")
     archived_at: datetime = strawberry.field(description="When the item was archived.")
-    ref_kind: LazyRefKind | None = strawberry.field(
+    ref_kind: RefKind | None = strawberry.field(
         description="Kind of memory the item referred to, if any."
     )
     ref_id: strawberry.ID | None = strawberry.field(
@@ -48,7 +41,7 @@ class StaleMemoryItem:
     )
 
     @classmethod
-    def from_domain(cls, item: stale.StaleMemoryItem) -> StaleMemoryItem:
+    def from_domain(cls, item: archive.StaleMemoryItem) -> StaleMemoryItem:
         return cls(
             id=strawberry.ID(str(item.id)),
             session_id=item.session_id,
@@ -57,7 +50,7 @@ class StaleMemoryItem:
             importance=item.importance,
             reason=item.reason,
             archived_at=item.archived_at,
-            ref_kind=working.RefKind(item.ref_kind) if item.ref_kind else None,
+            ref_kind=working_memory.RefKind(item.ref_kind) if item.ref_kind else None,
             ref_id=strawberry.ID(str(item.ref_id)) if item.ref_id is not None else None,
         )
 

@@ -20,14 +20,14 @@ import strawberry
 from starlette.websockets import WebSocket
 
 from gql_memory.api.info import Info
-from gql_memory.api.stale import ArchiveReason
 from gql_memory.api.working import WorkingMemoryItem
+from gql_memory.api.working_enums import ArchiveReason
 from gql_memory.errors import ServiceUnavailableError, UnauthenticatedError, ValidationError
 from gql_memory.live.hub import EventHub, Subscriber, SubscriptionRevoked
 from gql_memory.memory import events
 from gql_memory.memory.events import WORKING_MEMORY_KINDS, EventKind
-from gql_memory.memory.stale import ArchiveReason as DomainArchiveReason
 from gql_memory.memory.validation import require_session_id
+from gql_memory.memory.working.archive import ArchiveReason as DomainArchiveReason
 
 MemoryEventKind = EventKind  # registered with strawberry below
 strawberry.enum(

@@ -10,15 +10,9 @@ import strawberry
 from strawberry.scalars import JSON
 
 from gql_memory.api.info import Info
-from gql_memory.api.stale import ArchiveReason, StaleMemoryItem
-from gql_memory.memory import working
-
-RefKind = working.RefKind  # registered with strawberry below
-strawberry.enum(
-    working.RefKind,
-    name="RefKind",
-    description="The kind of memory a working-memory item refers to.",
-)
+from gql_memory.api.stale import StaleMemoryItem
+from gql_memory.api.working_enums import ArchiveReason, RefKind
+from gql_memory.memory.working import working_memory as working
 
 
 @strawberry.type(description="An item of a session's bounded working memory.")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.db.engine import Database
+from gql_memory.db.database import Database
 from gql_memory.db.tables import GLOBAL_TABLES
 from gql_memory.errors import ConfigurationError
 

@@ -1,11 +1,14 @@
-"""Engine and transactions. Every write runs in one transaction; every read is READ ONLY."""
+"""Engine and transactions. Every write runs in one transaction; every read is READ ONLY.
+
+The ``Database`` every layer holds, which routes them to the primary or to read replicas,
+is in gql_memory.db.database."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 import asyncpg
 import sqlalchemy.exc
@@ -15,10 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from gql_memory.config import LIVE_EVENTS_OPTION, NAMESPACE_SETTING, Settings
 from gql_memory.db.refusals import operator_advice, shard_moved
 from gql_memory.errors import DatabaseMisconfiguredError, GqlMemoryError, ServiceUnavailableError
-
-if TYPE_CHECKING:
-    from gql_memory.db.positions import ReadSession
-    from gql_memory.db.replicas import ReadReplicas
 
 log = logging.getLogger(__name__)
 
@@ -78,119 +77,53 @@ def _discard_unusable(dbapi_connection: Any, record: Any, proxy: Any) -> None:
         raise sqlalchemy.exc.DisconnectionError("connection left inside a transaction")
 
 
-class Database:
-    """Owns the async engine; hands out write and read-only transactions.
-
-    With read replicas (``replicas``, see gql_memory.db.replicas) reads are routed to
-    streaming standbys and writes note their commit position; without them every method is
-    exactly the plain transaction below, at no extra cost. ``session`` is the default
-    read-your-writes session (the library store's: its reads see its own writes).
-    """
-
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        replicas: ReadReplicas | None = None,
-        session: ReadSession | None = None,
-    ) -> None:
-        self.engine = engine
-        self.replicas = replicas
-        self.session = session
-
-    @classmethod
-    def from_url(
-        cls,
-        url: str,
-        settings: Settings | None = None,
-        *,
-        role: str | None = None,
-        application_name: str = SERVING_APPLICATION_NAME,
-    ) -> Database:
-        """A pool on ``url``; with ``role``, every connection runs as that role from its
-        start (PostgreSQL checks privileges and row-level security against it)."""
-        settings = settings or Settings()
-        server_settings = {
-            "application_name": application_name,
-            "hnsw.ef_search": str(settings.hnsw_ef_search),
-            # With a namespace filter, keep scanning the HNSW index until enough rows match.
-            "hnsw.iterative_scan": "relaxed_order",
-            # Requests are short and many run at once: parallel workers would only add their
-            # start-up to each (a Gather starts them even where its plan branch never runs,
-            # as search's exact scan of a large namespace) and take cores from other tenants.
-            "max_parallel_workers_per_gather": "0",
-        }
-        if role is not None:
-            server_settings["role"] = role
-        command_timeout = None
-        if settings.statement_timeout_ms:
-            server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
-            # A server that stops answering (hung host, network partition) cannot enforce its
-            # own statement_timeout: the client gives up a little later, so nothing hangs.
-            command_timeout = settings.statement_timeout_ms / 1000 + CLIENT_TIMEOUT_MARGIN_S
-        engine = create_async_engine(
-            url,
-            pool_size=settings.db_pool_size,
-            max_overflow=settings.db_max_overflow,
-            pool_timeout=settings.db_pool_timeout_s,
-            # not pool_pre_ping: that costs three round trips (BEGIN, ping, ROLLBACK) on
-            # every checkout; see _discard_unusable
-            connect_args={
-                "timeout": settings.db_connect_timeout_s,
-                "command_timeout": command_timeout,
-                "server_settings": server_settings,
-            },
-            execution_options={LIVE_EVENTS_OPTION: settings.live_events},
-            # A failed statement's parameters are the tenant's text and vectors: they stay
-            # out of exception messages, so out of every log and traceback.
-            hide_parameters=True,
-        )
-        event.listen(engine.sync_engine, "checkout", _discard_unusable)
-        return cls(engine)
-
-    @classmethod
-    def for_maintenance(cls, url: str, settings: Settings) -> Database:
-        """A small pool without statement timeouts, for migrations, re-embedding and admin
-        commands: building an HNSW index over a large table takes longer than any request."""
-        return cls.from_url(
-            url,
-            settings.with_overrides(statement_timeout_ms=0, db_pool_size=2, db_max_overflow=0),
-            application_name=ADMIN_APPLICATION_NAME,
-        )
-
-    def with_replicas(self, replicas: ReadReplicas, session: ReadSession | None = None) -> Database:
-        """The same primary pool, its reads routed to ``replicas``; with ``session``, every
-        read sees every earlier write made through this object (the library's guarantee)."""
-        return Database(self.engine, replicas, session)
-
-    def write(self, namespace: str | None = None) -> AbstractAsyncContextManager[AsyncConnection]:
-        """One read-write transaction on the primary: committed on success, rolled back on
-        any error. ``namespace`` is named to the row-level security policies in the same
-        round trip as the BEGIN."""
-        if self.replicas is None:
-            return write_transaction(self.engine, namespace=namespace)
-        return self.replicas.write(self.session, namespace)
-
-    def statement(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
-        """A pooled connection to the primary for one statement in autocommit: its own
-        transaction, with no BEGIN and COMMIT round trips. For hot paths whose whole work is
-        one server-side function (adding to working memory); asyncpg prepares and caches the
-        statement."""
-        if self.replicas is None:
-            return autocommit_statement(self.engine)
-        return self.replicas.statement(self.session)
-
-    def read(self, namespace: str | None = None) -> AbstractAsyncContextManager[AsyncConnection]:
-        """One READ ONLY transaction: queries can never write, by construction. With
-        replicas, on a replica (or the primary when none can serve it). ``namespace`` is
-        named to the row-level security policies in the same round trip as the BEGIN."""
-        if self.replicas is None:
-            return read_transaction(self.engine, namespace)
-        return self.replicas.read(self.session, namespace)
-
-    async def dispose(self) -> None:
-        if self.replicas is not None:
-            await self.replicas.close()
-        await self.engine.dispose()
+def pooled_engine(
+    url: str,
+    settings: Settings | None = None,
+    *,
+    role: str | None = None,
+    application_name: str = SERVING_APPLICATION_NAME,
+) -> AsyncEngine:
+    """A pool on ``url``; with ``role``, every connection runs as that role from its start
+    (PostgreSQL checks privileges and row-level security against it)."""
+    settings = settings or Settings()
+    server_settings = {
+        "application_name": application_name,
+        "hnsw.ef_search": str(settings.hnsw_ef_search),
+        # With a namespace filter, keep scanning the HNSW index until enough rows match.
+        "hnsw.iterative_scan": "relaxed_order",
+        # Requests are short and many run at once: parallel workers would only add their
+        # start-up to each (a Gather starts them even where its plan branch never runs,
+        # as search's exact scan of a large namespace) and take cores from other tenants.
+        "max_parallel_workers_per_gather": "0",
+    }
+    if role is not None:
+        server_settings["role"] = role
+    command_timeout = None
+    if settings.statement_timeout_ms:
+        server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
+        # A server that stops answering (hung host, network partition) cannot enforce its
+        # own statement_timeout: the client gives up a little later, so nothing hangs.
+        command_timeout = settings.statement_timeout_ms / 1000 + CLIENT_TIMEOUT_MARGIN_S
+    engine = create_async_engine(
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_s,
+        # not pool_pre_ping: that costs three round trips (BEGIN, ping, ROLLBACK) on
+        # every checkout; see _discard_unusable
+        connect_args={
+            "timeout": settings.db_connect_timeout_s,
+            "command_timeout": command_timeout,
+            "server_settings": server_settings,
+        },
+        execution_options={LIVE_EVENTS_OPTION: settings.live_events},
+        # A failed statement's parameters are the tenant's text and vectors: they stay
+        # out of exception messages, so out of every log and traceback.
+        hide_parameters=True,
+    )
+    event.listen(engine.sync_engine, "checkout", _discard_unusable)
+    return engine
 
 
 @contextmanager

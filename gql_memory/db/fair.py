@@ -16,7 +16,7 @@ from contextvars import ContextVar
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.db.engine import Database
+from gql_memory.db.database import Database
 
 # The namespaces whose slot the current task already holds (inherited by spawned tasks).
 _HELD: ContextVar[frozenset[str]] = ContextVar("gql_memory_held_namespaces", default=frozenset())

@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from gql_memory.config import DEFAULT_DATABASE_ROLE
-from gql_memory.db.engine import Database
+from gql_memory.db.database import Database
 from gql_memory.errors import ConfigurationError
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from gql_memory.config import Settings
 from gql_memory.db.engine import (
-    Database,
     autocommit_statement,
+    pooled_engine,
     read_transaction,
     write_transaction,
 )
@@ -101,7 +101,7 @@ class ReadReplicas:
             name = server_name(url)
             name = name if name not in names else f"{name}#{index}"
             names.add(name)
-            engine = Database.from_url(url, settings, role=role).engine
+            engine = pooled_engine(url, settings, role=role)
             replicas.append(Replica(name, engine, Probe(engine, settings.db_connect_timeout_s)))
         return cls(primary, Health(primary, replicas, settings, observer), settings, observer)
 

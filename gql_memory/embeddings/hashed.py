@@ -13,7 +13,7 @@ import math
 import re
 import zlib
 
-from gql_memory.embeddings import SYMMETRIC, TextRole, Vector
+from gql_memory.embeddings.provider import SYMMETRIC, TextRole, Vector
 
 WORD = re.compile(r"\w+", re.UNICODE)
 WORD_WEIGHT = 1.0

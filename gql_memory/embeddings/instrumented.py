@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings.provider import EmbeddingProvider, TextRole, Vector
 
 
 class EmbeddingRecorder(Protocol):

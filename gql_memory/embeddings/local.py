@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gql_memory.config import Settings
-from gql_memory.embeddings import Asymmetry, TextRole, Vector
+from gql_memory.embeddings.provider import Asymmetry, TextRole, Vector
 from gql_memory.embeddings.windows import embed_in_windows
 from gql_memory.errors import ConfigurationError, ServiceUnavailableError
 

@@ -7,7 +7,7 @@ make one per unit of work.
 
 from __future__ import annotations
 
-from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings.provider import EmbeddingProvider, TextRole, Vector
 
 
 class EmbedOnce:

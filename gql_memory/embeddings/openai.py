@@ -24,7 +24,7 @@ from tenacity import (
 )
 
 from gql_memory.config import Settings
-from gql_memory.embeddings import Asymmetry, TextRole, Vector
+from gql_memory.embeddings.provider import Asymmetry, TextRole, Vector
 from gql_memory.embeddings.windows import EstimatedTokens, embed_in_windows
 from gql_memory.errors import ConfigurationError, ServiceUnavailableError
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
 from gql_memory.config import EMBEDDING_WINDOW_OVERLAP_TOKENS, EMBEDDING_WINDOW_TOKENS
-from gql_memory.embeddings import SYMMETRIC, Asymmetry, EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings.provider import SYMMETRIC, Asymmetry, EmbeddingProvider, TextRole, Vector
 from gql_memory.errors import ValidationError
 
 # A word with the whitespace after it (leading whitespace is a piece of its own): joined

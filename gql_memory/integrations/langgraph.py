@@ -38,7 +38,7 @@ from langgraph.store.base import (
 from gql_memory.errors import ValidationError
 from gql_memory.integrations.bridge import Store, StoreBridge
 from gql_memory.memory.graph.nodes import Node
-from gql_memory.memory.search import MemoryLayer
+from gql_memory.memory.search.types import MemoryLayer
 from gql_memory.store import AsyncMemoryStore
 
 LABEL_PREFIX = "langgraph:"

@@ -27,9 +27,9 @@ from gql_memory.mcp_server.payloads import pick
 from gql_memory.mcp_server.tools import MAX_SESSION_ID_CHARS
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, DEFAULT_TOP_K
 from gql_memory.memory.raw import parse_date_range
-from gql_memory.memory.stale import require_reason
 from gql_memory.memory.validation import require_importance, require_text
 from gql_memory.memory.vectors import require_similarity, require_top_k
+from gql_memory.memory.working.archive import require_reason
 from gql_memory.store import AsyncMemoryStore
 
 JSON = "application/json"

@@ -24,7 +24,8 @@ from gql_memory.config import (
 )
 from gql_memory.errors import NotFoundError
 from gql_memory.mcp_server.payloads import pick, plain
-from gql_memory.memory.graph import MAX_DEPTH, MAX_EDGE_WEIGHT
+from gql_memory.memory.graph.edges import MAX_EDGE_WEIGHT
+from gql_memory.memory.graph.traversal import MAX_DEPTH
 from gql_memory.memory.vectors import MAX_TOP_K
 from gql_memory.store import AsyncMemoryStore
 

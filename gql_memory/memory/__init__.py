@@ -1,4 +1,18 @@
-"""The domain: one module per memory layer. Owns SQL and transactions; knows no GraphQL."""
+"""The domain: one package per concern, single modules for the rest. Owns SQL and
+transactions; knows no GraphQL or HTTP. ``Memory`` is every layer of one namespace.
+
+- ``search/``: graph-aware hybrid search, one module per step;
+- ``working/``: working memory, the stale archive, decay, per-session serialization;
+- ``extraction/``: tool outputs into working memory (rules, summarizers, redaction);
+- ``context/``: context assembly under a token budget;
+- ``graph/``: the memory graph (nodes, edges, traversal, the automatic graph);
+- ``raw``, ``insights``, ``episodes``: the stored layers; ``knowledge_graph``: the reference
+  MCP memory server's view; ``importer``: transcripts in; ``erasure`` and
+  ``session_erasure``: forgetting on request; ``embedding_config``: the embedding signature
+  and re-embedding; ``stats``: counts;
+- shared by all: ``events`` (the domain's vocabulary of changes), ``validation``,
+  ``validity`` (time-aware facts), ``pagination``, ``vectors``, ``offload``.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +21,20 @@ from functools import cached_property
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, make_provider
-from gql_memory.memory.context import ContextAssembler
+from gql_memory.memory.context.assembly import ContextAssembler
 from gql_memory.memory.episodes import Episodes
-from gql_memory.memory.erasure import forget_session
-from gql_memory.memory.extraction import ExtractionPipeline
-from gql_memory.memory.graph import Graph
+from gql_memory.memory.extraction.pipeline import ExtractionPipeline
+from gql_memory.memory.extraction.rules import rules_for
+from gql_memory.memory.graph.memory_graph import Graph
 from gql_memory.memory.insights import Insights
 from gql_memory.memory.knowledge_graph import KnowledgeGraph
 from gql_memory.memory.raw import RawDialogueStore
-from gql_memory.memory.rules import rules_for
-from gql_memory.memory.search import HybridSearch
-from gql_memory.memory.stale import StaleMemory
+from gql_memory.memory.search.pipeline import HybridSearch
+from gql_memory.memory.session_erasure import forget_session
 from gql_memory.memory.stats import MemoryStats, memory_stats
 from gql_memory.memory.validation import require_namespace
-from gql_memory.memory.working import WorkingMemory
+from gql_memory.memory.working.stale import StaleMemory
+from gql_memory.memory.working.working_memory import WorkingMemory
 
 DEFAULT_NAMESPACE = "default"
 

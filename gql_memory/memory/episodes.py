@@ -20,7 +20,7 @@ from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
 from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.nearest import nearest_ctes
+from gql_memory.memory.search.nearest import nearest_ctes
 from gql_memory.memory.validation import require_id, require_query, require_text
 from gql_memory.memory.validity import (
     close_facts,
@@ -56,7 +56,7 @@ def _columns(namespace: str) -> tuple[Any, ...]:
 
 
 def similar_sql(as_of: datetime | None) -> str:
-    """Nearest valid episodes (memory/nearest.py: exact in a small namespace, the HNSW index
+    """Nearest valid episodes (memory/search/nearest.py: exact in a small namespace, the HNSW index
     in a large one, never short because of other tenants), nearest first."""
     nearest = nearest_ctes(
         "nearest", "episodes", valid_sql("t", as_of is not None), vector=":q", limit=":k"

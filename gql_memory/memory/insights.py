@@ -19,13 +19,13 @@ from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import insights, raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole
 from gql_memory.errors import ValidationError
-from gql_memory.memory.autograph import link_insights
-from gql_memory.memory.erasure import delete_row, forget_auto_nodes
+from gql_memory.memory.erasure import delete_row
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.nearest import nearest_ctes
+from gql_memory.memory.extraction.redaction import redact, redact_json
+from gql_memory.memory.graph.autograph import forget_auto_nodes, link_insights
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
-from gql_memory.memory.redaction import redact, redact_json
+from gql_memory.memory.search.nearest import nearest_ctes
 from gql_memory.memory.validation import (
     require_id,
     require_json_object,
@@ -52,7 +52,7 @@ SUPERSEDES_SQL = (
 
 
 def search_sql(as_of: datetime | None) -> str:
-    """Nearest valid insights (memory/nearest.py: exact in a small namespace, the HNSW index
+    """Nearest valid insights (memory/search/nearest.py: exact in a small namespace, the HNSW index
     in a large one, never short because of other tenants), nearest first."""
     nearest = nearest_ctes(
         "nearest", "insights", valid_sql("t", as_of is not None), vector=":q", limit=":k"

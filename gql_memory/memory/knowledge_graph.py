@@ -27,9 +27,10 @@ from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import insights, nodes
 from gql_memory.errors import ValidationError
-from gql_memory.memory.erasure import detach, forget_auto_nodes
+from gql_memory.memory.erasure import detach
 from gql_memory.memory.events import EventKind, MemoryEvent, publish
-from gql_memory.memory.graph import MAX_NODE_KEY_BYTES
+from gql_memory.memory.graph.autograph import forget_auto_nodes
+from gql_memory.memory.graph.nodes import MAX_NODE_KEY_BYTES
 from gql_memory.memory.insights import InsightInput, Insights
 from gql_memory.memory.knowledge_graph_sql import (
     CREATE_ENTITIES_SQL,
@@ -41,7 +42,8 @@ from gql_memory.memory.knowledge_graph_sql import (
     RELATIONS_SQL,
     SUBSTRING_SQL,
 )
-from gql_memory.memory.search import HybridSearch, MemoryLayer
+from gql_memory.memory.search.pipeline import HybridSearch
+from gql_memory.memory.search.types import MemoryLayer
 from gql_memory.memory.validation import require_text
 from gql_memory.memory.validity import close_facts
 

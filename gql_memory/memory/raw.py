@@ -19,12 +19,11 @@ from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.embeddings.windows import TokenCounter, ending, token_counter
 from gql_memory.errors import ServiceUnavailableError, ValidationError
-from gql_memory.memory.autograph import turn_links
-from gql_memory.memory.decay import decay_rate, delete_threshold
 from gql_memory.memory.events import process_origin
+from gql_memory.memory.extraction.redaction import redact, redact_json
+from gql_memory.memory.graph.autograph import turn_links
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
-from gql_memory.memory.redaction import redact, redact_json
 from gql_memory.memory.validation import (
     in_utc,
     require_id,
@@ -35,6 +34,7 @@ from gql_memory.memory.validation import (
     require_text,
 )
 from gql_memory.memory.vectors import vector_literal
+from gql_memory.memory.working.decay import decay_rate, delete_threshold
 
 log = logging.getLogger(__name__)
 

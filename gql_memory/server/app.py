@@ -29,7 +29,7 @@ from gql_memory.errors import ForbiddenError, ServiceUnavailableError
 from gql_memory.keys import KeyVerifier, auth_mode
 from gql_memory.live.hub import EventHub
 from gql_memory.live.listener import EventListener
-from gql_memory.memory.rules import rules_for
+from gql_memory.memory.extraction.rules import rules_for
 from gql_memory.runtime import Purpose
 from gql_memory.server import ui
 from gql_memory.server.auth import Authenticator

@@ -22,7 +22,7 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.errors import RateLimitedError
 from gql_memory.keys import ApiKeyStore
-from gql_memory.memory.sessions import lock_session
+from gql_memory.memory.working.sessions import lock_session
 from gql_memory.server.app import create_app
 from tests.conftest import start_live_server, truncate_all
 from tests.live import GraphQLWS

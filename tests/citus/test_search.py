@@ -22,7 +22,7 @@ from gql_memory.db import Database
 from gql_memory.memory import Memory
 from gql_memory.memory.insights import InsightInput
 from gql_memory.memory.raw import RawDialogueInput
-from gql_memory.memory.search import SearchHit, SearchWeights
+from gql_memory.memory.search.types import SearchHit, SearchWeights
 
 NAMESPACE = "same-data"
 WORDS = (

@@ -109,7 +109,7 @@ async def test_search_uses_the_hnsw_index_now_and_as_of(memory: Memory) -> None:
     for as_of in (None, moment):
         async with memory.db.read() as conn:
             # a namespace above GQL_MEMORY_VECTOR_EXACT_MAX_ROWS walks the index (below, it is
-            # searched exactly: tests/memory/test_tenant_independence.py)
+            # searched exactly: tests/memory/search/test_tenant_independence.py)
             plan = "\n".join(
                 (
                     await conn.execute(

@@ -12,7 +12,7 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.memory import Memory
-from gql_memory.memory.search import MemoryLayer
+from gql_memory.memory.search.types import MemoryLayer
 from tests.conftest import truncate_all
 
 PARIS = "The user lives in Paris and works at a bakery"

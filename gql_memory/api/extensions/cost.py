@@ -49,7 +49,7 @@ from strawberry.extensions import SchemaExtension
 
 from gql_memory.config import CONTEXT_MAX_TOKENS
 from gql_memory.errors import ValidationError
-from gql_memory.memory.graph import MAX_DEPTH
+from gql_memory.memory.graph.traversal import MAX_DEPTH
 from gql_memory.memory.insights import MAX_SOURCE_IDS
 
 BOUND_ARGUMENTS = ("first", "topK")
