@@ -108,9 +108,10 @@ class InterpretedPeriod:
         "Monday after a week, the first of the next month or year."
     )
     until: datetime = strawberry.field(
-        description="end plus GQL_MEMORY_SEARCH_TIME_WINDOW_DAYS (7 unless configured): "
-        'turns about an event come after it ("last week I ..."), so what happened up to '
-        "this instant counts as in the period."
+        description="The end of the period's tail: end plus GQL_MEMORY_SEARCH_TIME_WINDOW_DAYS "
+        "(7 unless configured), never past the reference time. Turns about an event come "
+        'after it ("last week I ..."): what happened from end up to this instant ranks after '
+        "the period's hits and before the others."
     )
 
     @classmethod
@@ -227,18 +228,17 @@ class SearchHit:
     )
     rank_without_period: int | None = strawberry.field(
         description="With an interpretedPeriod: the hit's 1-based rank in the search without "
-        "it (null: not among its best max(topK, 20)). The hit's other numbers are that "
-        "search's when it ranked there, else those of the search within the period."
+        "it, whose best max(topK, 20) hits time re-ranks (and whose numbers the hit carries)."
     )
     period_rank: int | None = strawberry.field(
-        description="With an interpretedPeriod: the hit's 1-based rank in the same search "
-        "limited to the period, up to its until (null: outside it, or not among its best "
-        "max(topK, 20))."
+        description="With an interpretedPeriod: the hit's 1-based rank among the hits in the "
+        "period or its tail (up to until), those in the period first; null: outside both."
     )
     time_score: float | None = strawberry.field(
-        description="With an interpretedPeriod: 1 / (k + rankWithoutPeriod) + 1 / (k + "
-        "periodRank), a missing rank adding 0 (k = GQL_MEMORY_RRF_K, 60); hits sort by it, "
-        "so a hit in the period gains over one outside it. Null without a period."
+        description="With an interpretedPeriod: 1 / (k + rankWithoutPeriod) + w / (k + "
+        "periodRank), w = 1 in the period, 1/2 in its tail, 0 elsewhere (k = "
+        "GQL_MEMORY_RRF_K, 60); hits sort by it: those in the period first, then the tail's, "
+        "then the rest. Null without a period."
     )
 
     @strawberry.field(description="The insight, when the hit is one (batched).")

@@ -164,9 +164,10 @@ class SearchSettings:
         default=7,
         ge=0,
         le=366,
-        description="With interpretTime, what happened up to this many days past the end of "
-        "the period read from the query counts as in it: turns about an event come after it "
-        '("last week I ..."). Chosen on the LoCoMo dev split (0, 7, 14, 21, 30 measured).',
+        description="With interpretTime, the period read from the query has a tail of this "
+        "many days past its end (never past the reference time), whose hits rank after the "
+        "period's and before the rest: turns about an event come after it (\"last week I "
+        '..."). Chosen on the LoCoMo dev split (0, 7, 14, 21, 30 measured).',
     )
     vector_exact_max_rows: int = Field(
         default=5000,

@@ -78,7 +78,8 @@ InterpretTime = Annotated[
     Field(
         description='Read time expressions in the query ("yesterday", "last week", "two months '
         'ago", "in May 2023", "on 7 May 2023") into a period against reference_time, and rank '
-        "what happened in it higher (hits carry interpreted_period and sort by time_score). "
+        "what happened in it higher among the hits the search finds (hits carry "
+        "interpreted_period and sort by time_score). "
         "Default: the server's setting (off unless configured)."
     ),
 ]

@@ -50,6 +50,7 @@ async def explained_hits(
             valid_from=row[4],
             valid_to=row[5],
             superseded_by=row[6],
+            timestamp=row.happened,
             session_boost=hit.session_boost,
             causal_boost=hit.causal_boost,
             boost=hit.boost,

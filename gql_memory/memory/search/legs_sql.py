@@ -308,17 +308,19 @@ SELECT id, session_id, speaker FROM raw_dialogue WHERE namespace = :ns AND id = 
 
 
 def content_sql(layers: Iterable[MemoryLayer], vector: bool = False) -> str:
-    """What the final hits show, for the hits of ``layers``: their text, session and validity
-    (:ids_<layer> per layer), and with a query vector (:vector) their cosine similarity."""
+    """What the final hits show, for the hits of ``layers``: their text, session, validity and
+    (a raw turn's) time (:ids_<layer> per layer), and with a query vector (:vector) their
+    cosine similarity."""
     chosen = set(layers)
     cosine = "1 - (embedding <=> CAST(:vector AS vector))" if vector else "CAST(NULL AS float8)"
     return " UNION ALL ".join(
         f"SELECT '{layer.value}' AS layer, id, {spec.content} AS content, "
         f"{spec.session} AS session_id, "
         + (
-            "valid_from, valid_to, superseded_by "
+            "valid_from, valid_to, superseded_by, CAST(NULL AS timestamptz) AS happened "
             if spec.facts
-            else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint) "
+            else "CAST(NULL AS timestamptz), CAST(NULL AS timestamptz), CAST(NULL AS bigint), "
+            '"timestamp" AS happened '
         )
         + f", {cosine} AS cosine FROM {spec.table} "
         f"WHERE namespace = :ns AND id = ANY(:ids_{layer.value.lower()})"

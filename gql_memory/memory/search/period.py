@@ -9,8 +9,8 @@ trusted (a year is one from 1900 to 2199: "room 1205" names none). Each names a 
 (Monday first), a month or a year, in the reference time's own timezone; several give their
 span; one that begins after the reference time is dropped. A date after "since" and a span
 ("the past month", "the last two weeks") run to the end of the reference's day.
-Turns about an event often come after it ("last week I ..."), so what happened up to
-``search_time_window_days`` past the period's end counts as in it.
+Turns about an event often come after it ("last week I ..."), so the period has a tail: up to
+``search_time_window_days`` past its end, never past the reference time.
 
 How the period ranks the hits is step 7, memory/search/period_ranking.py.
 
@@ -125,6 +125,7 @@ def read_period(
         until.astimezone(UTC)
     except OverflowError:
         until = end
+    until = max(end, min(until, reference))  # the tail never runs past the reference time
     return QueryPeriod(" … ".join(expressions), coarsest, start, end, until)
 
 

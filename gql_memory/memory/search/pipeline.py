@@ -7,13 +7,13 @@
 5. sessions, speakers and the graph (``boosts``): sessionShare, speakerBoost, graph
    propagation and the bounded boosts of working memory and its neighbours;
 6. the hits with their content and relevance (``hits``, ``relevance``);
-7. with a period, the ranking without it and within it fused by rank (``period_ranking``);
+7. with a period, the hits re-ranked by it, never joined by others (``period_ranking``);
 8. the relevance floor.
 
 Three SQL round trips whatever topK is, four with raw turns: (1) every leg of every layer in
 one statement, (1b) the conversation sessions and speakers of the raw candidates, (2) the
 graph: neighbours of the best hits and the boosts of every candidate, (3) the content of the
-final hits. A search with a period ranks twice, in the same read transaction.
+final hits.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from gql_memory.memory.search.types import (
     SearchWeights,
     When,
 )
-from gql_memory.memory.validity import require_period
 from gql_memory.memory.vectors import vector_literal
 
 
@@ -106,22 +105,13 @@ class HybridSearch:
         calibration = calibration_for(self.embedder.model)
         async with self.db.read() as conn:
             if period is None:
-                hits, _ = await self._ranked(
+                hits = await self._ranked(
                     conn, request, vector, calibration, request.top_k, request.since, request.until
                 )
-            else:
-                # without the period and within it, each to the time ranking's depth
+            else:  # time re-ranks the hits of the search without it, to the time ranking's depth
                 depth = max(request.top_k, TIME_RANKING_DEPTH)
-                plain, best = await self._ranked(conn, request, vector, calibration, depth)
-                # the hits found within the period are rated against the best cosine the query
-                # reached in the whole namespace, as the plain search's are
-                start, until = require_period(period.start, period.until)
-                inside, _ = await self._ranked(
-                    conn, request, vector, calibration, depth, start, until, best
-                )
-                hits = rank_with_period(plain, inside, period, self.settings.rrf_k, request.top_k)
-        # the floor applies to the final ranking: a hit the period brings up is not cut for
-        # its relevance within the period alone
+                plain = await self._ranked(conn, request, vector, calibration, depth)
+                hits = rank_with_period(plain, period, self.settings.rrf_k, request.top_k)
         return [h for h in hits if h.relevance >= request.min_relevance]
 
     async def _ranked(
@@ -133,13 +123,10 @@ class HybridSearch:
         top_k: int,
         since: datetime | None = None,
         until: datetime | None = None,
-        best_cosine: float | None = None,
-    ) -> tuple[list[SearchHit], float | None]:
+    ) -> list[SearchHit]:
         """The ``top_k`` hits of ``request`` between ``since`` and ``until``, every one
-        whatever its relevance, and the best cosine the query reached in the namespace (every
-        layer, searched or not). Relevance rates a hit against that best, or against
-        ``best_cosine`` when it is higher (a search within a period: the best of the whole
-        namespace, from the search without the period)."""
+        whatever its relevance (rated against the best cosine the query reached in the
+        namespace: every layer, searched or not)."""
         when = When(request.as_of is not None, since is not None, until is not None)
         moments = {"as_of": request.as_of, "since": since, "until": until}
         chosen = request.layers
@@ -179,9 +166,7 @@ class HybridSearch:
         cosines = [c.scores["vector"] for c in candidates if "vector" in c.scores]
         if elsewhere is not None:
             cosines.append(elsewhere)
-        reached = max(cosines, default=None)
-        best = max((b for b in (reached, best_cosine) if b is not None), default=None)
-        hits = await explained_hits(
+        best = max(cosines, default=None)
+        return await explained_hits(
             conn, self.namespace, candidates[:top_k], request.fusion, vector, best, calibration
         )
-        return hits, reached

@@ -144,12 +144,15 @@ class SearchHit:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     superseded_by: int | None = None
+    # when a raw turn happened (None for insights and episodes: they have their validity)
+    timestamp: datetime | None = None
     session_boost: float = 0.0
     causal_boost: float = 0.0
     boost: float = 0.0
     final_score: float = 0.0
     # with a period read from the query (interpretTime): the period, the hit's rank in the
-    # search without it and within it, and their reciprocal-rank fusion, which hits sort by
+    # search without it and among the hits in it, and the time score hits sort by
+    # (memory/search/period_ranking.py)
     interpreted_period: QueryPeriod | None = None
     rank_without_period: int | None = None
     period_rank: int | None = None

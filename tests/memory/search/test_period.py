@@ -12,13 +12,12 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from gql_memory import ValidationError
-from gql_memory.config import Settings
+from gql_memory.config import TIME_RANKING_DEPTH, Settings
 from gql_memory.memory import Memory
 from gql_memory.memory.context.assembly import explain_hit
 from gql_memory.memory.raw import RawDialogueInput
 from gql_memory.memory.search import period as time_expressions
 from gql_memory.memory.search.period import read_period
-from gql_memory.memory.search.relevance import CALIBRATIONS, Calibration
 from tests.conftest import ROOT
 
 # a Friday
@@ -66,7 +65,8 @@ def test_a_time_expression_is_read_into_its_period(
     assert period is not None
     assert expression in period.expression and period.expression in question
     assert (period.granularity, period.start, period.end) == (granularity, start, end)
-    assert period.until == end + timedelta(days=7)
+    # the tail: 7 days after the period, never past the reference time
+    assert period.until == max(end, min(end + timedelta(days=7), REFERENCE))
 
 
 @pytest.mark.parametrize(
@@ -278,11 +278,12 @@ async def test_a_context_as_of_the_first_day_is_not_refused_for_its_reference(
     assert context.query == "What happened yesterday?"
 
 
-async def test_a_hit_found_within_the_period_is_rated_against_the_whole_namespace(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+async def test_time_never_brings_in_a_hit_the_plain_search_would_not_consider(
+    memory: Memory,
 ) -> None:
-    """Relevance weighs the best cosine the query reached in the namespace: a hit that only
-    the search within the period found is rated against that best, not the period's own."""
+    """Time re-ranks the plain search's best TIME_RANKING_DEPTH hits: "a trip", the only turn
+    of July 2023, ranks below them on its words and stays out, however well it fits the
+    period."""
     await memory.raw.store_many(
         [
             RawDialogueInput(
@@ -292,16 +293,61 @@ async def test_a_hit_found_within_the_period_is_rated_against_the_whole_namespac
         ]
         + [RawDialogueInput("s", "user", "a trip", timestamp=at(2023, 7, 2, 10))]
     )
-    # relevance from the best cosine alone: every hit of one search gets the same
-    only_best = Calibration(bias=-30.0, cosine=0.0, text=0.0, best_cosine=60.0, floor=0.0)
-    monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, only_best)
+    plain = await memory.search(QUESTION, top_k=30, layers=["RAW"])
+    assert [h.content for h in plain].index("user: a trip") >= TIME_RANKING_DEPTH
     hits = await memory.search(
         QUESTION, top_k=10, layers=["RAW"], interpret_time=True, reference_time=at(2023, 10, 1)
     )
-    found_within = [h for h in hits if h.rank_without_period is None]
-    # "a trip" ranks below the plain search's depth (20), first within the period
-    assert [h.content for h in found_within] == ["user: a trip"] and len(hits) == 10
-    assert len({h.relevance for h in hits}) == 1
+    assert len(hits) == 10 and "user: a trip" not in [h.content for h in hits]
+    assert all(h.rank_without_period is not None for h in hits)
+    assert [h.id for h in hits] == [h.id for h in plain[:10]]  # nothing of May is in July
+
+
+DISCUSSED = [  # (day of November 2026, what was said); read on Saturday the 28th
+    (9, "We discussed the garden fence and the paint for it"),
+    (17, "We discussed the budget for the garden"),
+    (19, "We discussed which roses to plant in the garden"),
+    (14, "I booked a dentist appointment"),
+    (26, "We discussed the garden again, after the rain"),
+    (28, "The printer is out of toner"),
+    (30, "We discussed a garden party we plan"),  # after the reference: not in the tail
+]
+
+
+async def test_last_week_ranks_its_days_first_then_the_tail_up_to_the_reference(
+    memory: Memory,
+) -> None:
+    """'Last week', read on Saturday 28 November 2026, is Monday 16 to Sunday 22 November;
+    its tail runs to the reference time, not 7 days past the 22nd. Among the hits, those of
+    the 17th and 19th come first, then those of the tail (26th, 28th), then the rest, each
+    group in the order of the search without the period."""
+    stored = await memory.raw.store_many(
+        [
+            RawDialogueInput("s", "user", text, timestamp=at(2026, 11, day, 12))
+            for day, text in DISCUSSED
+        ]
+    )
+    day_of = {turn.id: day for turn, (day, _) in zip(stored, DISCUSSED, strict=True)}
+    reference = at(2026, 11, 28, 18)
+    question = "What did we discuss last week?"
+    plain = await memory.search(question, layers=["RAW"])
+    hits = await memory.search(
+        question, layers=["RAW"], interpret_time=True, reference_time=reference
+    )
+    period = hits[0].interpreted_period
+    assert period is not None
+    assert (period.start, period.end, period.until) == (
+        at(2026, 11, 16),
+        at(2026, 11, 23),
+        reference,
+    )
+    rank = {h.id: r for r, h in enumerate(plain)}
+    days = [day_of[h.id] for h in hits]
+    assert sorted(days[:2]) == [17, 19] and sorted(days[2:4]) == [26, 28]
+    assert set(days[4:]) == {9, 14, 30}
+    for group in (hits[:2], hits[2:4], hits[4:]):
+        assert [rank[h.id] for h in group] == sorted(rank[h.id] for h in group)
+    assert [h.period_rank for h in hits] == [1, 2, 3, 4, None, None, None]
 
 
 async def test_context_reads_time_and_says_so(memory: Memory) -> None:
