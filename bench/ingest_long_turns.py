@@ -39,7 +39,7 @@ from gql_memory.config import RAW_CONTEXT_TOKENS, Settings
 from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.embeddings.local import E5_OVERHEAD_TOKENS, ENGINE, E5Embedder
 from gql_memory.embeddings.windows import chunks, ending
-from gql_memory.memory.raw import turn_document, turn_text
+from gql_memory.memory.turn_embedding import turn_document, turn_text
 
 RESULTS = DOCS / "benchmarks-retrieval.md"
 SEED = 34

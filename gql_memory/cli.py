@@ -306,6 +306,7 @@ def reembed(
     from gql_memory import runtime
     from gql_memory.memory.embedding_config import reembed as reembed_all
     from gql_memory.memory.embedding_config import reembed_status
+    from gql_memory.memory.turn_embedding import TurnRecipe
     from gql_memory.runtime import Purpose
     from gql_memory.server.logs import above_progress, configure_logging
 
@@ -334,9 +335,7 @@ def reembed(
                     embedder,
                     batch_size=batch_size,
                     embed_all_raw=settings.embed_raw_dialogue,
-                    raw_context=settings.embed_raw_context,
-                    raw_context_tokens=settings.embed_raw_context_tokens,
-                    raw_alone=settings.embed_raw_alone,
+                    turns=TurnRecipe.from_settings(settings),
                     restart=restart,
                     exclusive=True,
                     progress=progress,

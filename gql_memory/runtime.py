@@ -37,6 +37,7 @@ from gql_memory.db.replicas import ReadReplicas, ReplicaObserver
 from gql_memory.db.supervision import StateFile, Supervisor
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.memory.embedding_config import verify_embedding_config
+from gql_memory.memory.turn_embedding import TurnRecipe
 from gql_memory.tracing import tracing_for
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ async def prepare(
     configuration the settings name if it is missing."""
     if migrate:
         await upgrade(owner, embedder.dim, settings.database_role)
-    await verify_embedding_config(owner, embedder)
+    await verify_embedding_config(owner, embedder, TurnRecipe.from_settings(settings))
     await ensure_text_search_config(owner, settings.text_search_config)
 
 

@@ -180,6 +180,13 @@ embedding_config = Table(
     Column("document_input_type", Text, nullable=False, server_default=""),
     # a re-embed in progress: the signature it embeds with (migration 0009), else NULL
     Column("reembed_target", JSONB, nullable=True),
+    # how a raw turn's document is made (migration 0015, memory/turn_embedding.py)
+    Column(
+        "raw_turn_recipe",
+        JSONB,
+        nullable=False,
+        server_default=text("""'{"context_tokens": 96, "pooled_alone": false}'::jsonb"""),
+    ),
     CheckConstraint("id = 1", name="ck_embedding_config_single_row"),
 )
 

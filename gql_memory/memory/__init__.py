@@ -8,8 +8,8 @@ transactions; knows no GraphQL or HTTP. ``Memory`` is every layer of one namespa
 - ``graph/``: the memory graph (nodes, edges, traversal, the automatic graph);
 - ``raw``, ``insights``, ``episodes``: the stored layers; ``knowledge_graph``: the reference
   MCP memory server's view; ``importer``: transcripts in; ``erasure`` and
-  ``session_erasure``: forgetting on request; ``embedding_config``: the embedding signature
-  and re-embedding; ``stats``: counts;
+  ``session_erasure``: forgetting on request; ``turn_embedding``: what is embedded for a
+  raw turn; ``embedding_config``: the embedding signature and re-embedding; ``stats``: counts;
 - shared by all: ``events`` (the domain's vocabulary of changes), ``validation``,
   ``validity`` (time-aware facts), ``pagination``, ``vectors``, ``offload``.
 """

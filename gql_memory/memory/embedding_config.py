@@ -1,4 +1,7 @@
-"""The embedding dimension is fixed per database: verify it at startup, re-embed to change it."""
+"""The embedding signature is fixed per database: verify it at startup, re-embed to change it.
+
+A signature is what makes two vectors comparable: provider, model, dimension, how queries and
+documents are marked, and the recipe of a raw turn's document (memory/turn_embedding.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any
 from sqlalchemy import Update, func, null, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from gql_memory.config import LISTENER_APPLICATION_NAME, RAW_CONTEXT_TOKENS
+from gql_memory.config import LISTENER_APPLICATION_NAME
 from gql_memory.db import Database
 from gql_memory.db.clauses import jsonb
 from gql_memory.db.engine import SERVING_APPLICATION_NAME
@@ -19,7 +22,7 @@ from gql_memory.db.tables import ALL_NAMESPACES, embedding_config
 from gql_memory.embeddings import Asymmetry, EmbeddingProvider, TextRole
 from gql_memory.embeddings.windows import token_counter
 from gql_memory.errors import ConfigurationError
-from gql_memory.memory.raw import turn_document, turn_vectors
+from gql_memory.memory.turn_embedding import TurnRecipe, turn_document, turn_vectors
 from gql_memory.memory.vectors import vector_literal
 
 log = logging.getLogger(__name__)
@@ -41,34 +44,43 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class EmbeddingSignature:
-    """Everything that makes two vectors comparable: provider, model, dimension, and how
-    queries and documents were marked."""
+    """Everything that makes two vectors comparable: provider, model, dimension, how queries
+    and documents were marked, and how a raw turn's document is made."""
 
     provider: str
     model: str
     dim: int
     asymmetry: Asymmetry = Asymmetry()
+    turns: TurnRecipe = TurnRecipe()
 
     @classmethod
-    def of(cls, provider: EmbeddingProvider) -> EmbeddingSignature:
-        return cls(provider.name, provider.model, provider.dim, provider.asymmetry)
+    def of(cls, provider: EmbeddingProvider, turns: TurnRecipe | None = None) -> EmbeddingSignature:
+        return cls(
+            provider.name, provider.model, provider.dim, provider.asymmetry, turns or TurnRecipe()
+        )
 
     def describe(self) -> str:
         return (
             f"{self.dim}-dimensional embeddings from {self.provider}/{self.model} "
-            f"({self.asymmetry.describe()})"
+            f"({self.asymmetry.describe()}; {self.turns.describe()})"
         )
 
     def as_json(self) -> dict[str, object]:
-        return {"provider": self.provider, "model": self.model, "dim": self.dim} | asdict(
-            self.asymmetry
+        return (
+            {"provider": self.provider, "model": self.model, "dim": self.dim}
+            | asdict(self.asymmetry)
+            | {"turns": self.turns.as_json()}
         )
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> EmbeddingSignature:
         fields = {k: value[k] for k in ("provider", "model", "dim")}
-        asymmetry = Asymmetry(**{k: v for k, v in value.items() if k not in fields})
-        return cls(fields["provider"], fields["model"], int(fields["dim"]), asymmetry)
+        marks = {k: v for k, v in value.items() if k not in fields and k != "turns"}
+        # a target recorded before the recipe was part of the signature: the recipe of then
+        turns = TurnRecipe.from_json(value["turns"]) if "turns" in value else TurnRecipe()
+        return cls(
+            fields["provider"], fields["model"], int(fields["dim"]), Asymmetry(**marks), turns
+        )
 
 
 async def stored_signature(db: Database) -> EmbeddingSignature:
@@ -84,6 +96,7 @@ async def stored_signature(db: Database) -> EmbeddingSignature:
                     c.document_prefix,
                     c.query_input_type,
                     c.document_input_type,
+                    c.raw_turn_recipe,
                 )
             )
         ).one()
@@ -94,6 +107,7 @@ async def stored_signature(db: Database) -> EmbeddingSignature:
         Asymmetry(
             row.query_prefix, row.document_prefix, row.query_input_type, row.document_input_type
         ),
+        TurnRecipe.from_json(row.raw_turn_recipe),
     )
 
 
@@ -102,9 +116,12 @@ async def stored_config(db: Database) -> tuple[str, str, int]:
     return signature.provider, signature.model, signature.dim
 
 
-async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> None:
-    """Refuse a provider whose vectors would not be comparable with the stored ones, and
-    any start while a re-embed is in progress (its vectors are half written)."""
+async def verify_embedding_config(
+    db: Database, provider: EmbeddingProvider, turns: TurnRecipe | None = None
+) -> None:
+    """Refuse a provider, or a recipe of raw turns' documents (default: the settings'
+    defaults), whose vectors would not be comparable with the stored ones, and any start
+    while a re-embed is in progress (its vectors are half written)."""
     pending = await pending_target(db)
     if pending is not None:
         raise ConfigurationError(
@@ -113,7 +130,7 @@ async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> 
             "again to resume; `gql-memory reembed --status` shows how far it got)."
         )
     stored = await stored_signature(db)
-    wanted = EmbeddingSignature.of(provider)
+    wanted = EmbeddingSignature.of(provider, turns)
     if stored.provider == "unset" and stored.dim == provider.dim:
         await _record(db, wanted)
         return
@@ -122,12 +139,14 @@ async def verify_embedding_config(db: Database, provider: EmbeddingProvider) -> 
             f"This database holds {stored.describe()}, but the configured provider gives "
             f"{wanted.describe()}. Vectors of the two are not comparable. Either run "
             "`gql-memory reembed` (with every server stopped) to re-embed every insight, "
-            "episode and raw turn with the configured provider, or point DATABASE_URL / "
-            "--data-dir at a new database, or configure the original provider again "
-            "(GQL_MEMORY_EMBEDDING_PROVIDER, GQL_MEMORY_EMBEDDING_MODEL, "
+            "episode and raw turn with the configured provider and recipe, or point "
+            "DATABASE_URL / --data-dir at a new database, or configure the original ones "
+            "again (GQL_MEMORY_EMBEDDING_PROVIDER, GQL_MEMORY_EMBEDDING_MODEL, "
             "GQL_MEMORY_EMBEDDING_DIM, GQL_MEMORY_EMBEDDING_QUERY_PREFIX, "
             "GQL_MEMORY_EMBEDDING_DOCUMENT_PREFIX, GQL_MEMORY_EMBEDDING_QUERY_INPUT_TYPE, "
-            "GQL_MEMORY_EMBEDDING_DOCUMENT_INPUT_TYPE)."
+            "GQL_MEMORY_EMBEDDING_DOCUMENT_INPUT_TYPE; for raw turns "
+            "GQL_MEMORY_EMBED_RAW_CONTEXT, GQL_MEMORY_EMBED_RAW_CONTEXT_TOKENS, "
+            "GQL_MEMORY_EMBED_RAW_ALONE)."
         )
 
 
@@ -149,6 +168,7 @@ def recording(signature: EmbeddingSignature) -> Update:
         document_prefix=a.document_prefix,
         query_input_type=a.query_input_type,
         document_input_type=a.document_input_type,
+        raw_turn_recipe=jsonb(signature.turns.as_json()),
         updated_at=func.now(),
     )
 
@@ -164,16 +184,16 @@ async def reembed(
     *,
     batch_size: int = 256,
     embed_all_raw: bool = False,
-    raw_context: bool = True,
-    raw_context_tokens: int = RAW_CONTEXT_TOKENS,
-    raw_alone: bool = True,
+    turns: TurnRecipe | None = None,
     restart: bool = False,
     exclusive: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, int]:
-    """Re-embed every embedded row with ``provider`` and switch the database to it.
+    """Re-embed every embedded row with ``provider``, raw turns by the recipe ``turns``
+    (default: the settings' defaults), and switch the database to them.
 
-    The run records its target (provider, model, dimension, query/document marking) before
+    The run records its target (provider, model, dimension, query/document marking, the raw
+    turns' recipe) before
     it writes a vector; servers refuse to start until it is done. Vectors go to a side
     column batch by batch: a re-run toward the same target continues, toward another one it
     is refused (``restart`` discards the pending vectors and starts toward the new target),
@@ -184,16 +204,15 @@ async def reembed(
     while a server or library user is connected, checked before and after the target is
     recorded (a server that started in between is seen; later ones refuse to start).
     """
-    target = EmbeddingSignature.of(provider)
+    target = EmbeddingSignature.of(provider, turns)
     if exclusive:
         await refuse_while_in_use(db)
     await _begin(db, target, restart)
     if exclusive:
         await refuse_while_in_use(db)
-    # a raw turn's document: the end of the previous turn within this many tokens, then it
-    context_tokens = raw_context_tokens if raw_context else 0
-    # and, with raw_alone, the turn alone too, the two vectors pooled (memory.raw)
-    pooled = raw_alone and context_tokens > 0
+    # a raw turn's document: the end of the previous turn within this many tokens, then it,
+    # and perhaps the turn alone too, the two vectors pooled (memory/turn_embedding.py)
+    context_tokens, pooled = target.turns.context_tokens, target.turns.pooled_alone
     counts: dict[str, int] = {}
     for table, (source, required) in EMBEDDED_TABLES.items():
         pending = _pending(required or embed_all_raw)

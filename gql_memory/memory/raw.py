@@ -16,14 +16,15 @@ from gql_memory.config import EVENTS_CHANNEL, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import raw_dialogue
-from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
-from gql_memory.embeddings.windows import TokenCounter, ending, token_counter
+from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.embeddings.windows import token_counter
 from gql_memory.errors import ServiceUnavailableError, ValidationError
 from gql_memory.memory.events import process_origin
 from gql_memory.memory.extraction.redaction import redact, redact_json
 from gql_memory.memory.graph.autograph import turn_links
 from gql_memory.memory.offload import run_cpu
 from gql_memory.memory.pagination import Page, decode_cursor, encode_cursor
+from gql_memory.memory.turn_embedding import TurnRecipe, turn_document, turn_text, turn_vectors
 from gql_memory.memory.validation import (
     in_utc,
     require_id,
@@ -152,41 +153,6 @@ SELECT * FROM gql_memory_store_turns(
     CAST($15 AS float8), CAST($16 AS float8), CAST($17 AS float8), CAST($18 AS float8),
     CAST($19 AS text), CAST($20 AS text))
 """
-
-
-def turn_text(speaker: str, content: str) -> str:
-    """A turn as the search shows it: 'speaker: content'."""
-    return f"{speaker}: {content}"
-
-
-def turn_document(
-    previous: str | None, current: str, tokens: TokenCounter, context_tokens: int
-) -> str:
-    """The text embedded for a turn: the end of the previous turn of its session within
-    ``context_tokens`` of the model's tokens (the words closest to this turn), then the
-    whole turn. The context is a budgeted addition, never a reason to cut the turn: a turn
-    longer than the model's window is embedded in overlapping chunks (embeddings.windows)."""
-    context = ending(previous, tokens, context_tokens) if previous else ""
-    return f"{context}\n{current}" if context else current
-
-
-async def turn_vectors(
-    embedder: EmbeddingProvider, documents: Sequence[str], turns: Sequence[str]
-) -> list[Vector]:
-    """The vector of each raw turn: its document (the turn in its context) and ``turns`` (the
-    turn alone), embedded both and averaged (the direction of their sum: what cosine
-    similarity sees). The context carries what a short turn is about ("Yes, it was
-    amazing!"); the turn alone keeps its own words from being outweighed by its context's.
-    A turn whose document is itself (no context, or GQL_MEMORY_EMBED_RAW_ALONE off: the
-    caller passes the documents twice) is embedded once. Measured in
-    docs/benchmarks-retrieval.md: a better key than either alone for the vector leg, no gain
-    in the hybrid once sessionShare and speakerBoost are on; hence off by default."""
-    alone = [i for i, (d, t) in enumerate(zip(documents, turns, strict=True)) if d != t]
-    vectors = await embedder.embed([*documents, *(turns[i] for i in alone)], role=TextRole.DOCUMENT)
-    pooled = list(vectors[: len(documents)])
-    for i, vector in zip(alone, vectors[len(documents) :], strict=True):
-        pooled[i] = [(a + b) / 2 for a, b in zip(pooled[i], vector, strict=True)]
-    return pooled
 
 
 def _log_decayed(namespace: str, decayed: Sequence[int]) -> None:
@@ -333,7 +299,7 @@ class RawDialogueStore:
                 self.embedder,
                 chosen,
                 [turn_text(rows[i]["speaker"], rows[i]["content"]) for i in embeddable]
-                if self.settings.embed_raw_alone
+                if TurnRecipe.from_settings(self.settings).pooled_alone
                 else chosen,
             )
         except ServiceUnavailableError as exc:
@@ -348,8 +314,8 @@ class RawDialogueStore:
         turn after the one before it in its session (contextual document embedding: "Yes, it
         was amazing!" carries its subject), or the turn alone only when
         GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
-        budget = self.settings.embed_raw_context_tokens
-        if not self.settings.embed_raw_context or not budget or self.embedder is None:
+        budget = TurnRecipe.from_settings(self.settings).context_tokens
+        if not budget or self.embedder is None:
             return [turn_text(r["speaker"], r["content"]) for r in rows]
         tokens = token_counter(self.embedder)
         previous: dict[str, str | None] = {}

@@ -1,4 +1,4 @@
-"""The embedding dimension is fixed per database; reembed switches it (own database)."""
+"""The embedding signature is fixed per database; reembed switches it (own database)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from gql_memory.config import Settings
 from gql_memory.db import Database
-from gql_memory.embeddings import Asymmetry
+from gql_memory.embeddings import Asymmetry, TextRole
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.errors import ConfigurationError
 from gql_memory.memory import Memory
@@ -17,6 +17,9 @@ from gql_memory.memory.embedding_config import (
     stored_signature,
     verify_embedding_config,
 )
+from gql_memory.memory.raw import RawDialogueInput
+from gql_memory.memory.turn_embedding import TurnRecipe, turn_text
+from gql_memory.memory.vectors import vector_literal
 from tests.conftest import truncate_all
 
 
@@ -77,6 +80,45 @@ async def test_changing_how_queries_or_documents_are_marked_needs_a_reembed(
     await reembed(db, marked)
     assert (await stored_signature(db)).asymmetry == marked.asymmetry
     await verify_embedding_config(db, marked)
+
+
+async def test_changing_the_recipe_of_raw_turns_needs_a_reembed(
+    db: Database, settings: Settings
+) -> None:
+    """Turns embedded after their context and turns embedded alone are not comparable: a
+    server configured with the other recipe is refused, naming both and the settings, and
+    reembed re-embeds the turns by the configured recipe."""
+    await truncate_all(db)
+    async with db.write() as conn:
+        await conn.execute(text("UPDATE embedding_config SET provider = 'unset'"))
+    _, _, dim = await stored_config(db)  # whatever the tests before left
+    provider = HashEmbedder(dim)
+    in_context = TurnRecipe.from_settings(settings)
+    assert in_context == TurnRecipe(96, pooled_alone=False)  # the defaults
+    await verify_embedding_config(db, provider, in_context)
+    memory = Memory(db, settings, embedder=provider)
+    first, second = await memory.raw.store_many(
+        [RawDialogueInput("s", "user", "I bought a smoker"), RawDialogueInput("s", "me", "nice")]
+    )
+    alone = TurnRecipe.from_settings(settings.with_overrides(embed_raw_context=False))
+    assert alone == TurnRecipe(0)
+    with pytest.raises(ConfigurationError) as refused:
+        await verify_embedding_config(db, provider, alone)
+    message = str(refused.value)
+    assert "raw turns embedded after the previous turn's last 96 tokens" in message
+    assert "raw turns embedded alone" in message and "gql-memory reembed" in message
+    assert "GQL_MEMORY_EMBED_RAW_CONTEXT" in message
+
+    await reembed(db, provider, turns=alone, embed_all_raw=True)
+    assert (await stored_signature(db)).turns == alone
+    await verify_embedding_config(db, provider, alone)
+    [expected] = await provider.embed([turn_text("me", "nice")], role=TextRole.DOCUMENT)
+    async with db.read() as conn:
+        similarity = await conn.scalar(
+            text("SELECT 1 - (embedding <=> CAST(:v AS vector)) FROM raw_dialogue WHERE id = :id"),
+            {"id": second.id, "v": vector_literal(expected)},
+        )
+    assert similarity == pytest.approx(1.0, abs=1e-6)  # the turn alone now
 
 
 class Refusing(HashEmbedder):

@@ -15,7 +15,7 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
 from gql_memory.memory import Memory
-from gql_memory.memory.raw import turn_text
+from gql_memory.memory.turn_embedding import turn_text
 from gql_memory.memory.search.boosts import named_speakers
 from gql_memory.memory.search.relevance import (
     CALIBRATIONS,
