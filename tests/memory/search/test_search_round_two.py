@@ -15,7 +15,6 @@ from gql_memory import ValidationError
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
 from gql_memory.memory import Memory
-from gql_memory.memory.turn_embedding import turn_text
 from gql_memory.memory.search.boosts import named_speakers
 from gql_memory.memory.search.relevance import (
     CALIBRATIONS,
@@ -27,6 +26,7 @@ from gql_memory.memory.search.relevance import (
     search_floor,
 )
 from gql_memory.memory.search.types import SearchWeights
+from gql_memory.memory.turn_embedding import turn_text
 
 
 async def stored_vector(memory: Memory, turn_id: int) -> list[float]:
