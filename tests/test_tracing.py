@@ -261,6 +261,48 @@ async def test_an_mcp_tool_call_is_a_span_over_the_library_calls_it_makes(
     assert_no_content(receiver)
 
 
+async def test_an_unknown_tool_is_traced_as_unknown_never_by_the_name_sent(
+    receiver: Receiver, database_url: str
+) -> None:
+    sent = "no_such_tool_" + "x" * 50_000  # any text of any length a client chooses
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gql_memory", "mcp"],
+        env={
+            "GQL_MEMORY_EMBEDDING_PROVIDER": "hash",
+            "GQL_MEMORY_LOG_LEVEL": "WARNING",
+            "DATABASE_URL": database_url,
+            **otel_env(receiver),
+        },
+        cwd=str(ROOT),
+    )
+    async with mcp_client(parameters) as client:
+        refused = await client.call_tool(sent, {})
+        assert refused.is_error
+        known = await client.call_tool("read_graph", {})
+        assert not known.is_error, known.content
+
+        def both_calls() -> bool:
+            names = {r.span.name for r in receiver.spans}
+            return {"tools/call unknown", "tools/call read_graph"} <= names
+
+        await spans_arrive(receiver, both_calls)
+
+    [request] = receiver.named("tools/call unknown")
+    assert request.attributes()["gen_ai.tool.name"] == "unknown"
+    [tool] = receiver.children(request)
+    assert tool.span.name == "search_memory unknown"
+    assert tool.attributes()["gen_ai.tool.name"] == "unknown"
+    # a tool of the server keeps its name
+    [request] = receiver.named("tools/call read_graph")
+    assert request.attributes()["gen_ai.tool.name"] == "read_graph"
+    for received in receiver.spans:
+        assert "no_such_tool" not in received.span.name
+        assert "no_such_tool" not in received.span.status.message
+        for value in received.attributes().values():
+            assert "no_such_tool" not in str(value), received.span.name
+
+
 def test_tracing_is_off_without_the_otel_variables() -> None:
     code = (
         "from gql_memory.config import Settings; from gql_memory.tracing import tracing_for; "

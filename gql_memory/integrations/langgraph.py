@@ -59,15 +59,41 @@ def namespace_of(label: str) -> tuple[str, ...] | None:
     return tuple(label.removeprefix(LABEL_PREFIX).split("."))
 
 
+def moment_of(value: Any) -> datetime | None:
+    """An aware moment written as ``datetime.isoformat`` writes it; None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
 def is_item(node: Node) -> bool:
     """A node this store wrote (another writer's node under our label prefix is skipped)."""
     properties = node.properties or {}
     return (
         namespace_of(node.label) is not None
         and isinstance(properties.get("value"), dict)
-        and isinstance(properties.get("created_at"), str)
-        and isinstance(properties.get("updated_at"), str)
+        and moment_of(properties.get("created_at")) is not None
+        and moment_of(properties.get("updated_at")) is not None
     )
+
+
+def reference_of(metadata: dict[str, Any] | None) -> tuple[tuple[str, ...], str] | None:
+    """The (namespace, key) of the item whose text an insight is, from its metadata as
+    ``_put`` writes it; None for any other insight (another writer may set ``langgraph``
+    metadata of any shape through addInsight or MCP)."""
+    reference = (metadata or {}).get(METADATA_KEY)
+    if not isinstance(reference, dict):
+        return None
+    namespace, key = reference.get("namespace"), reference.get("key")
+    if not isinstance(namespace, list) or not namespace or not isinstance(key, str):
+        return None
+    if not all(isinstance(label, str) and label for label in namespace) or not key.strip():
+        return None
+    return tuple(namespace), key
 
 
 def item_of(node: Node, score: float | None = None) -> SearchItem:
@@ -78,7 +104,7 @@ def item_of(node: Node, score: float | None = None) -> SearchItem:
         namespace=namespace,
         key=node.name,
         value=properties["value"],
-        created_at=datetime.fromisoformat(properties["created_at"]),
+        created_at=datetime.fromisoformat(properties["created_at"]),  # checked by is_item
         updated_at=datetime.fromisoformat(properties["updated_at"]),
         score=score,
     )
@@ -269,10 +295,10 @@ class LangGraphStore(BaseStore):
         ranked: list[SearchItem] = []
         for hit in hits:
             insight = insights.get(hit.id)
-            reference = ((insight.metadata or {}) if insight else {}).get(METADATA_KEY)
-            if not isinstance(reference, dict):
+            reference = reference_of(insight.metadata) if insight else None
+            if reference is None:
                 continue  # an insight that is not an item's
-            node = await self._get(store, tuple(reference["namespace"]), reference["key"])
+            node = await self._get(store, *reference)
             if node is None or node.insight_id != hit.id:
                 continue
             item = item_of(node, score=hit.final_score)

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,11 +38,13 @@ from gql_memory.mcp_server.reference_tools import (
     call_reference_tool,
     reference_handlers,
 )
+from gql_memory.mcp_server.request_spans import KnownToolNames
 from gql_memory.mcp_server.resources import JSON, MemoryResources
 from gql_memory.mcp_server.tools import register_tools
 from gql_memory.memory import DEFAULT_NAMESPACE
 from gql_memory.store import AsyncMemoryStore
 from gql_memory.tracing.conventions import ERROR_TYPE, MCP_METHOD_NAME, TOOL_NAME
+from gql_memory.tracing.spans import UNKNOWN_CALL
 
 INSTRUCTIONS = (
     "Long-term memory for this agent. Call get_context before answering to load what is "
@@ -65,6 +68,14 @@ class MemoryMCPServer(MCPServer[None]):
         resources.register(self)
         self.store = store
         self.reference_handlers = reference_handlers(store)
+        # the SDK's span of each message (the list's documented seam) sees known names only
+        self.middleware[:] = [
+            KnownToolNames(m, self.serves_tool) if isinstance(m, OpenTelemetryMiddleware) else m
+            for m in self.middleware
+        ]
+
+    def serves_tool(self, name: str) -> bool:
+        return name in REFERENCE_TOOL_NAMES or self._tool_manager.get_tool(name) is not None
 
     def refuse_unknown_arguments(self) -> None:
         """Make each of our tools refuse an argument it does not take, as GraphQL refuses an
@@ -102,9 +113,13 @@ class MemoryMCPServer(MCPServer[None]):
         if tracing is None:
             return await self._call_tool(name, arguments, context)
         # a child of the SDK's own "tools/call <tool>" server span (which continues the
-        # caller's _meta.traceparent): the memory operation the call is
+        # caller's _meta.traceparent): the memory operation the call is, named by one of our
+        # tools, never by what a client sent
+        shown = name if self.serves_tool(name) else UNKNOWN_CALL
         with tracing.operation(
-            name, self.store.namespace, attributes={TOOL_NAME: name, MCP_METHOD_NAME: "tools/call"}
+            shown,
+            self.store.namespace,
+            attributes={TOOL_NAME: shown, MCP_METHOD_NAME: "tools/call"},
         ) as span:
             result = await self._call_tool(name, arguments, context)
             if isinstance(result, CallToolResult) and result.is_error:

@@ -15,7 +15,7 @@ and stays in the history); deleting an entity erases the node, its edges and its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ from gql_memory.memory.knowledge_graph_sql import (
 )
 from gql_memory.memory.search.pipeline import HybridSearch
 from gql_memory.memory.search.types import MemoryLayer
-from gql_memory.memory.validation import require_text
+from gql_memory.memory.validation import check_storable, require_text
 from gql_memory.memory.validity import close_facts
 
 # How many hybrid-search hits search_nodes looks through for observations beyond substrings.
@@ -79,6 +79,17 @@ class AddedObservations:
 
 def not_found(name: str) -> ValidationError:
     return ValidationError(f"Entity with name {name} not found")  # the reference's words
+
+
+def check_all_storable(values: Iterable[str], field: str) -> None:
+    """Every string PostgreSQL can bind (no NUL): names looked up, contents compared."""
+    for value in values:
+        check_storable(value, field)
+
+
+def check_relations(relations: Sequence[Relation]) -> None:
+    check_all_storable((r.source for r in relations), "from")
+    check_all_storable((r.target for r in relations), "to")
 
 
 class KnowledgeGraph:
@@ -135,6 +146,7 @@ class KnowledgeGraph:
 
     async def create_relations(self, relations: Sequence[Relation]) -> list[Relation]:
         """The relations that did not hold yet. Both ends must be entities."""
+        check_relations(relations)
         for relation in relations:
             require_text(relation.relation_type, "relationType", max_length=255)
         async with self.db.write() as conn:
@@ -177,6 +189,7 @@ class KnowledgeGraph:
     ) -> list[AddedObservations]:
         """Per (entity name, contents): the contents the entity did not have yet, added."""
         names = [name for name, _ in additions]
+        check_all_storable(names, "entityName")
         for _, contents in additions:
             for content in contents:
                 require_text(content, "contents")
@@ -196,6 +209,7 @@ class KnowledgeGraph:
 
     async def delete_entities(self, names: Sequence[str]) -> None:
         """Erase the entities, their relations and their observations."""
+        check_all_storable(names, "entityNames")
         async with self.db.write() as conn:
             found = await self._named(conn, list(names))
             if not found:
@@ -230,6 +244,9 @@ class KnowledgeGraph:
 
     async def delete_observations(self, deletions: Sequence[tuple[str, Sequence[str]]]) -> None:
         """Close the named observations of the named entities (unknown ones are ignored)."""
+        for name, contents in deletions:
+            check_storable(name, "entityName")
+            check_all_storable(contents, "observations")
         async with self.db.write() as conn:
             entities = await self._entities_by_name(conn, [name for name, _ in deletions])
             observations = (
@@ -254,6 +271,8 @@ class KnowledgeGraph:
 
     async def delete_relations(self, relations: Sequence[Relation]) -> None:
         """Close the named relations (unknown ones are ignored)."""
+        check_relations(relations)
+        check_all_storable((r.relation_type for r in relations), "relationType")
         doomed = {(r.source, r.target, r.relation_type) for r in relations}
         async with self.db.write() as conn:
             ids = await self._ids_by_name(
@@ -289,6 +308,7 @@ class KnowledgeGraph:
 
     async def open_nodes(self, names: Sequence[str]) -> KnowledgeGraphView:
         """The named entities and every relation touching one of them."""
+        check_all_storable(names, "names")
         async with self.db.read() as conn:
             found = await self._named(conn, list(names))
             return await self._view(conn, [row.id for row in found])
@@ -300,6 +320,7 @@ class KnowledgeGraph:
         GQL_MEMORY_MCP_SEARCH_NODES_MIN_SIMILARITY similar; and every relation touching one."""
         if not isinstance(query, str):
             raise ValidationError("query must be a string")
+        check_storable(query, "query")
         async with self.db.read() as conn:
             matched = list(
                 (await conn.execute(text(SUBSTRING_SQL), {"ns": self.namespace, "q": query}))

@@ -30,6 +30,12 @@ from gql_memory.tracing.operations import memory_operation
 T = TypeVar("T")
 Attributes = dict[str, str | bool | int | float]
 
+# What a call the service does not have is named (an MCP tool; GraphQL's unknown root fields
+# are "unknown" too, api/extensions/operation_metrics.py): never the name a client sent.
+UNKNOWN_CALL = "unknown"
+# The longest call name a span carries, whoever names the call.
+MAX_CALL_CHARS = 100
+
 
 def record_id(result: Any) -> int | None:
     """The id of the memory a write returned (a row, or working memory's ``added_id``)."""
@@ -61,6 +67,7 @@ class Tracing:
         """The span of one memory operation, current while the block runs. A failure sets
         the status and ``error.type`` to the exception's type only (its message may quote
         the caller's input)."""
+        call = call[:MAX_CALL_CHARS]
         operation = operation or memory_operation(call.rsplit(".", 1)[-1])
         with self.tracer.start_as_current_span(
             f"{operation} {call}",

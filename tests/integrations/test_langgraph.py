@@ -188,3 +188,37 @@ async def test_nodes_written_otherwise_under_the_label_are_not_items(
     await lg.aput(USER, "stray", {"v": 1})  # a put takes the node over
     item = await lg.aget(USER, "stray")
     assert item is not None and item.value == {"v": 1}
+
+
+async def test_insights_with_other_langgraph_metadata_are_not_items(
+    lg: LangGraphStore, async_store: AsyncMemoryStore
+) -> None:
+    await lg.aput(USER, "food", {"text": "User is allergic to peanuts"})
+    # any writer can set an insight's metadata (addInsight, MCP): shapes this store never wrote
+    for metadata in (
+        {"langgraph": "x"},
+        {"langgraph": ["users", "u1"]},
+        {"langgraph": {}},
+        {"langgraph": {"key": "food"}},
+        {"langgraph": {"namespace": ["users", "u1"]}},
+        {"langgraph": {"namespace": 5, "key": "food"}},
+        {"langgraph": {"namespace": "users", "key": "food"}},
+        {"langgraph": {"namespace": ["users", 1], "key": "food"}},
+        {"langgraph": {"namespace": [], "key": "food"}},
+        {"langgraph": {"namespace": ["users", "u1"], "key": []}},
+        {"langgraph": {"namespace": ["users", "u1"], "key": " "}},
+        {"langgraph": {"namespace": ["users", "u1"], "key": "food"}},  # not the item's text
+    ):
+        await async_store.insights.add("Peanuts again", metadata=metadata)
+    # and nodes under the label whose times are not this store's (not a moment, no offset)
+    for key, moment in (("stray", "yesterday"), ("naive", "2024-01-01T00:00:00")):
+        times = {"value": {}, "created_at": moment, "updated_at": moment}
+        await async_store.graph.add_node("langgraph:users.u1", key, times)
+
+    hits = await lg.asearch(USER, query="peanuts")
+    assert [(h.namespace, h.key) for h in hits] == [(USER, "food")]
+    assert [h.key for h in await lg.asearch(USER)] == ["food"]
+    item = await lg.aget(USER, "food")
+    assert item is not None and item.value == {"text": "User is allergic to peanuts"}
+    assert await lg.aget(USER, "stray") is None and await lg.aget(USER, "naive") is None
+    assert await lg.alist_namespaces() == [USER]

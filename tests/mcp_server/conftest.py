@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest_asyncio
 from mcp import Client
+from mcp.client import Transport
 from mcp.client.stdio import StdioServerParameters
 
 from gql_memory.db import Database
@@ -27,9 +28,11 @@ def server_parameters(*args: str, **env: str) -> StdioServerParameters:
 
 
 @asynccontextmanager
-async def mcp_client(parameters: StdioServerParameters) -> AsyncIterator[Client]:
+async def mcp_client(parameters: StdioServerParameters | Transport) -> AsyncIterator[Client]:
     """A connected client, entered and exited in one background task (anyio's task groups
-    must be left by the task that entered them; fixtures set up and tear down in others)."""
+    must be left by the task that entered them; fixtures set up and tear down in others).
+    ``parameters`` may be a transport of its own (``stdio_client(..., errlog=...)`` keeps the
+    server's log)."""
     ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
 

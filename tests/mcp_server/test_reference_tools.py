@@ -9,12 +9,13 @@ script's queries are names and words that both find the same way (docs/mcp.md).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, Tool, ToolExecution
 
 from tests.mcp_server.conftest import call, mcp_client, server_parameters
@@ -220,3 +221,66 @@ async def test_the_graph_survives_a_restart_and_stays_in_its_namespace(
     assert graph["entities"] == [person("Alice", "Likes tea")]
     async with mcp_client(server("team-b")) as other:
         assert await call(other, "read_graph") == {"entities": [], "relations": []}
+
+
+NUL = "Al\x00ice"
+# (tool, arguments with a NUL in one string, the argument the refusal names): every string
+# argument of every tool that takes one; Alice and Bob exist, so only the NUL is wrong
+WITH_NUL: list[tuple[str, dict[str, Any], str]] = [
+    ("create_entities", {"entities": [person(NUL)]}, "name"),
+    ("create_entities", {"entities": [person("Carol", kind=NUL)]}, "entityType"),
+    ("create_entities", {"entities": [person("Carol", NUL)]}, "observations"),
+    ("create_relations", {"relations": [relation(NUL, "knows", "Bob")]}, "from"),
+    ("create_relations", {"relations": [relation("Alice", "knows", NUL)]}, "to"),
+    ("create_relations", {"relations": [relation("Alice", NUL, "Bob")]}, "relationType"),
+    ("add_observations", {"observations": [{"entityName": NUL, "contents": []}]}, "entityName"),
+    (
+        "add_observations",
+        {"observations": [{"entityName": "Alice", "contents": [NUL]}]},
+        "contents",
+    ),
+    ("delete_entities", {"entityNames": [NUL]}, "entityNames"),
+    (
+        "delete_observations",
+        {"deletions": [{"entityName": NUL, "observations": []}]},
+        "entityName",
+    ),
+    (
+        "delete_observations",
+        {"deletions": [{"entityName": "Alice", "observations": [NUL]}]},
+        "observations",
+    ),
+    ("delete_relations", {"relations": [relation(NUL, "knows", "Bob")]}, "from"),
+    ("delete_relations", {"relations": [relation("Alice", "knows", NUL)]}, "to"),
+    ("delete_relations", {"relations": [relation("Alice", NUL, "Bob")]}, "relationType"),
+    ("search_nodes", {"query": NUL}, "query"),
+    ("open_nodes", {"names": [NUL]}, "names"),
+]
+
+
+async def test_a_nul_character_in_any_argument_is_refused_and_logs_no_error(
+    database_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "stderr"
+    parameters = server_parameters(
+        "--namespace", "nul", DATABASE_URL=database_url, GQL_MEMORY_LOG_FORMAT="json"
+    )
+    with log.open("w") as errlog:
+        async with mcp_client(stdio_client(parameters, errlog=errlog)) as client:
+            await call(client, "create_entities", entities=[person("Alice"), person("Bob")])
+            answers = [(t, await client.call_tool(t, a), f) for t, a, f in WITH_NUL]
+            graph = await call(client, "read_graph")
+    wrong = [
+        (tool, answer.structured_content)
+        for tool, answer, field in answers
+        if answer.structured_content
+        != {
+            "error": "Invalid parameters",
+            "details": f"{field} must not contain NUL characters",
+            "tool": tool,
+        }
+    ]
+    assert wrong == [], "\n".join(f"{tool}: {body}" for tool, body in wrong)
+    assert graph == {"entities": [person("Alice"), person("Bob")], "relations": []}
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert [r for r in records if r["level"] in ("ERROR", "CRITICAL")] == []
