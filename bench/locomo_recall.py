@@ -42,6 +42,8 @@ from sqlalchemy import text
 
 from bench import previous_search
 from bench.common import percentile
+from bench.embedding_cache import DEFAULT_CACHE_DIR, cached_embeddings
+from bench.hit_dump import HitDump
 from bench.relevance_floor import RelevanceCheck, default_floor
 from gql_memory import AsyncMemoryStore, RawDialogueInput
 from gql_memory.config import Settings
@@ -280,7 +282,13 @@ class Recall:
         return 100 * sum(values) / len(values) if values else float("nan")
 
 
-async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]:
+async def evaluate(
+    path: Path,
+    settings: Settings,
+    reference: bool,
+    cache_dir: Path | None = None,
+    dump: Path | None = None,
+) -> list[str]:
     samples = json.loads(path.read_text())
     recall = Recall()
     dated_recall = Recall()  # the questions that name a time, apart: "all" stays all
@@ -292,9 +300,13 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
     ingest_turns, ingest_seconds = 0, 0.0
     questions = 0
     with tempfile.TemporaryDirectory() as tmp:
-        async with AsyncMemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root:
+        async with (
+            AsyncMemoryStore(settings=settings, data_dir=Path(tmp) / "data") as root,
+            cached_embeddings(root.memory.embedder, cache_dir) as provider,
+            HitDump(dump) as dumped,
+        ):
             db = root.memory.db
-            embedder = EmbedOnce(root.memory.embedder)
+            embedder = EmbedOnce(provider)
             plain_settings = settings.with_overrides(embed_raw_context=False)
             alone_settings = settings.with_overrides(embed_raw_alone=True)
             for sample in samples:
@@ -365,6 +377,9 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
                         ranked = [ids[mode.namespace].get(h.id) for h in hits]
                         recall.add(name, category, evidence, ranked)
                         if name == HYBRID:
+                            dumped.add(
+                                namespace, qa["question"], category, evidence, hits, by_raw_id
+                            )
                             floor = relevance.floor = default_floor(memory)
                             kept = [by_raw_id.get(h.id) for h in hits if h.relevance >= floor]
                             recall.add(FLOORED, category, evidence, kept)
@@ -396,7 +411,13 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
             namespaces = list(dict.fromkeys(n for n, _ in asked))
             for namespace, question in asked:
                 other = namespaces[(namespaces.index(namespace) + 1) % len(namespaces)]
-                await relevance.asked_elsewhere(Memory(db, settings, other, embedder), question)
+                elsewhere = Memory(db, settings, other, embedder)
+                await relevance.asked_elsewhere(elsewhere, question)
+                if dumped:
+                    foreign = await elsewhere.search(
+                        question, top_k=10, session_id=None, layers=["RAW"], min_relevance=0.0
+                    )
+                    dumped.add(namespace, question, "elsewhere", set(), foreign, {}, other)
     lines = report(
         recall,
         dated_recall,
@@ -407,6 +428,7 @@ async def evaluate(path: Path, settings: Settings, reference: bool) -> list[str]
         latencies,
         ingest_turns,
         ingest_seconds,
+        cache_dir is not None,
     )
     return [*lines[:-1], *relevance.lines(), *safety.lines(), ""]
 
@@ -523,6 +545,7 @@ def report(
     latencies: list[float],
     ingest_turns: int,
     ingest_seconds: float,
+    cached: bool = False,
 ) -> list[str]:
     modes = [m for m in [*MODES, FLOORED, INTERPRETED, REFERENCE] if recall.values[m]]
     ms = [1000 * x for x in latencies]
@@ -532,7 +555,8 @@ def report(
         f"{conversations} conversations, {questions} questions of categories 1-4 with "
         f"evidence; {describe(settings)}.",
         "",
-        f"- ingest: {ingest_turns} turns in {ingest_seconds:.1f} s "
+        f"- ingest{' (embeddings from the cache: no speed)' if cached else ''}: "
+        f"{ingest_turns} turns in {ingest_seconds:.1f} s "
         f"({ingest_turns / ingest_seconds:.1f} turns/s, embedding included)",
         f"- hybrid search (library call, top 50, query embedding included): "
         f"p50 {percentile(ms, 50):.1f} ms, p95 {percentile(ms, 95):.1f} ms",
@@ -615,6 +639,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--query-prefix", default="")
     p.add_argument("--document-prefix", default="")
     p.add_argument("--no-reference", action="store_true", help="skip the reference recipe")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help="where embeddings are kept between runs (bench.embedding_cache)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="embed everything (and time ingest for real)"
+    )
+    p.add_argument(
+        "--dump",
+        type=Path,
+        help="write every question's hybrid hits (JSONL: features and evidence) to this file",
+    )
     return p
 
 
@@ -622,7 +660,10 @@ def main(argv: list[str] | None = None) -> list[str]:
     args = parser().parse_args([] if argv is None else argv)
     if not args.path.is_file():
         return [f"## LoCoMo recall: skipped ({args.path} not found)", ""]
-    return asyncio.run(evaluate(args.path, settings_from(args), not args.no_reference))
+    cache_dir = None if args.no_cache else args.cache_dir
+    return asyncio.run(
+        evaluate(args.path, settings_from(args), not args.no_reference, cache_dir, args.dump)
+    )
 
 
 if __name__ == "__main__":

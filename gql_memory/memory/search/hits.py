@@ -18,10 +18,12 @@ async def explained_hits(
     fusion: Fusion,
     vector: str | None,
     best_cosine: float | None,
+    best_text_score: float | None,
     calibration: Calibration | None,
 ) -> list[SearchHit]:
-    """The final hits with their content and relevance (a hit whose row is gone meanwhile
-    is left out)."""
+    """The final hits with their content and relevance, rated against the query's best
+    cosine in the namespace and best text score among the candidates, and by rank (a hit
+    whose row is gone meanwhile is left out)."""
     if not candidates:
         return []
     params: dict[str, Any] = {"ns": namespace, "vector": vector}
@@ -56,8 +58,17 @@ async def explained_hits(
             boost=hit.boost,
             final_score=hit.final_score,
             cosine=row.cosine,
-            relevance=relevance(row.cosine, hit.scores.get("text"), best_cosine, calibration),
+            relevance=relevance(
+                row.cosine,
+                hit.scores.get("text"),
+                best_cosine,
+                calibration,
+                best_text_score=best_text_score,
+                rank=rank,
+            ),
+            best_cosine=best_cosine,
+            best_text_score=best_text_score,
         )
-        for hit in candidates
+        for rank, hit in enumerate(candidates, 1)
         if (row := found.get((hit.layer.value, hit.id))) is not None
     ]

@@ -167,6 +167,14 @@ class HybridSearch:
         if elsewhere is not None:
             cosines.append(elsewhere)
         best = max(cosines, default=None)
+        best_text = max((c.scores["text"] for c in candidates if "text" in c.scores), default=None)
         return await explained_hits(
-            conn, self.namespace, candidates[:top_k], request.fusion, vector, best, calibration
+            conn,
+            self.namespace,
+            candidates[:top_k],
+            request.fusion,
+            vector,
+            best,
+            best_text,
+            calibration,
         )

@@ -20,6 +20,7 @@ combined) and the default floor is 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gql_memory.config import Settings
@@ -27,16 +28,24 @@ from gql_memory.errors import ValidationError
 
 TEXT_SATURATION = 5.0  # a BM25 score of 5 counts as half the text signal
 
+# What the model reads of a hit, in this order (``features``)
+FEATURES = ("cosine", "cosine_margin", "text", "text_share", "best_cosine", "rank")
+
 
 @dataclass(frozen=True)
 class Calibration:
-    """Weights of the logistic model, and the floor chosen with them on the dev split."""
+    """Weights of the logistic model (one per name of FEATURES; a missing one is 0), its
+    bias, and the context's floor chosen with them on the dev splits."""
 
     bias: float
-    cosine: float
-    text: float
-    best_cosine: float
+    weights: dict[str, float]
     floor: float
+
+    def z(self, values: Sequence[float]) -> float:
+        return self.bias + sum(
+            self.weights.get(name, 0.0) * value
+            for name, value in zip(FEATURES, values, strict=True)
+        )
 
 
 # Fitted 2026-11-26 on the LoCoMo dev split (760 questions, 5 conversations) with the turn
@@ -44,7 +53,9 @@ class Calibration:
 # docs/benchmarks-retrieval.md and bench/locomo_recall.py.
 CALIBRATIONS: dict[str, Calibration] = {
     "multilingual-e5-small": Calibration(
-        bias=-122.031, cosine=38.014, text=4.19, best_cosine=105.532, floor=0.02
+        bias=-122.031,
+        weights={"cosine": 38.014, "text": 4.19, "best_cosine": 105.532},
+        floor=0.02,
     ),
 }
 
@@ -59,23 +70,44 @@ def text_signal(text_score: float | None) -> float:
     return 0.0 if not text_score or text_score <= 0 else text_score / (text_score + TEXT_SATURATION)
 
 
+def features(
+    cosine: float,
+    text_score: float | None,
+    best_cosine: float,
+    best_text_score: float | None,
+    rank: int,
+) -> tuple[float, ...]:
+    """The numbers the model reads of a hit (FEATURES): its cosine and how far below the best
+    cosine of the namespace it is; its text signal and its share of the best text score among
+    the search's candidates; the namespace's best cosine (a query whose best match is weak is
+    asked of a memory that lacks its answer); and 1/rank in its search."""
+    text = text_score if text_score and text_score > 0 else 0.0
+    share = text / best_text_score if best_text_score and best_text_score > 0 else 0.0
+    return (
+        cosine,
+        cosine - best_cosine,
+        text_signal(text),
+        min(share, 1.0),
+        best_cosine,
+        1.0 / max(rank, 1),
+    )
+
+
 def relevance(
     cosine: float | None,
     text_score: float | None,
     best_cosine: float | None,
     calibration: Calibration | None,
+    *,
+    best_text_score: float | None = None,
+    rank: int = 1,
 ) -> float:
     """The hit's relevance in [0, 1] (see the module's docstring)."""
     text = text_signal(text_score)
     if calibration is None or cosine is None or best_cosine is None:
         similarity = max(0.0, min(1.0, cosine or 0.0))
         return 1.0 - (1.0 - similarity) * (1.0 - text)
-    z = (
-        calibration.bias
-        + calibration.cosine * cosine
-        + calibration.text * text
-        + calibration.best_cosine * best_cosine
-    )
+    z = calibration.z(features(cosine, text_score, best_cosine, best_text_score, rank))
     if z < -60:
         return 0.0
     return 1.0 / (1.0 + math.exp(-z))

@@ -159,5 +159,9 @@ class SearchHit:
     time_score: float | None = None
     # the hit's cosine similarity with the query (None: no query vector, or the row has none)
     cosine: float | None = None
-    # the chance that the hit answers the query, calibrated (memory/search/relevance.py)
+    # the chance that the hit answers the query, calibrated (memory/search/relevance.py), and
+    # the query's bests it is rated against: the best cosine in the namespace, the best text
+    # score among the search's candidates
     relevance: float = 0.0
+    best_cosine: float | None = None
+    best_text_score: float | None = None

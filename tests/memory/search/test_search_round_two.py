@@ -195,7 +195,7 @@ async def test_context_floors_by_the_models_calibration_search_by_the_setting(
     tea, other = (next(h for h in plain if word in h.content) for word in ("tea", "Kubernetes"))
     assert tea.cosine is not None and other.cosine is not None and tea.cosine > other.cosine
     middle = (tea.cosine + other.cosine) / 2  # a calibration whose 0.5 lies between the two
-    steep = Calibration(bias=-60.0 * middle, cosine=60.0, text=0.0, best_cosine=0.0, floor=0.5)
+    steep = Calibration(bias=-60.0 * middle, weights={"cosine": 60.0}, floor=0.5)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, steep)
     searched = await memory.search("green tea", top_k=10)
     assert [h.id for h in searched] == [h.id for h in plain]  # search: every hit, as ranked
@@ -216,7 +216,7 @@ async def test_a_hit_is_rated_against_the_whole_namespace_whichever_layers_are_s
     insight = await memory.insights.add("the user travels to Berlin in May")
     await memory.raw.store("s", "user", "book a trip to Berlin for May")
     # a calibration that reads only the best cosine
-    by_best = Calibration(bias=-1.0, cosine=0.0, text=0.0, best_cosine=2.0, floor=0.0)
+    by_best = Calibration(bias=-1.0, weights={"best_cosine": 2.0}, floor=0.0)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, by_best)
     query = "book a trip to Berlin"
     both = await memory.search(query, layers=["INSIGHT", "RAW"], top_k=10)
@@ -280,7 +280,7 @@ async def test_context_leaves_out_lessons_below_the_floor_too(
     found = await memory.context("book a trip to Berlin", session_id="s", min_relevance=0.0)
     assert "book the train" in found.text and found.below_relevance == 0
     # relevance from the cosine alone, 0.5 above any cosine: nothing is relevant
-    strict = Calibration(bias=-90.0, cosine=60.0, text=0.0, best_cosine=0.0, floor=0.5)
+    strict = Calibration(bias=-90.0, weights={"cosine": 60.0}, floor=0.5)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, strict)
     nothing = await memory.context("book a trip to Berlin", session_id="s")
     assert nothing.min_relevance == 0.5 and nothing.below_relevance == 1
