@@ -305,7 +305,8 @@ class GraphQueries:
 
     @strawberry.field(
         description="Nodes within `depth` hops (1..5), each once at its shortest distance, "
-        "with a path; one recursive query, cycle-safe."
+        "with a path; one recursive query, cycle-safe. At most `first` of them, nearest "
+        "first, then by node id: the traversal stops there."
     )
     async def neighbors(
         self,
@@ -319,9 +320,17 @@ class GraphQueries:
             Direction, strawberry.argument(description="OUT, IN or BOTH (default).")
         ] = graph_traversal_sql.Direction.BOTH,
         as_of: AsOfArg = None,
+        first: Annotated[
+            int | None,
+            strawberry.argument(
+                description="At most this many neighbours, nearest first, then by node id "
+                "(default GQL_MEMORY_DEFAULT_PAGE_SIZE, 100; at most GQL_MEMORY_MAX_PAGE_SIZE, "
+                "1000); the query cost counts them."
+            ),
+        ] = None,
     ) -> list[Neighbor]:
         found = await info.context.memory.graph.neighbors(
-            node_id, depth, relation, direction, as_of=as_of
+            node_id, depth, relation, direction, as_of=as_of, first=first
         )
         records = ConvertedRecords()
         return [Neighbor.from_domain(n, records) for n in found]

@@ -205,6 +205,7 @@ def build_schema(
             settings.max_query_cost,
             settings.default_page_size,
             settings.working_memory_capacity,
+            settings.search_interpret_time,
         ),
         # every string of the operation and its variables, before any resolver reaches SQL
         StorableStrings,

@@ -10,7 +10,9 @@ import strawberry
 from gql_memory.api.info import Info
 from gql_memory.api.raw import RawDialogue
 from gql_memory.api.semantic import AsOfArg, Episode, Insight
+from gql_memory.config import TIME_READ_MAX_NUMBERS
 from gql_memory.memory.search import types as search
+from gql_memory.memory.search.period import periods_not_read
 
 MemoryLayer = search.MemoryLayer  # registered with strawberry below
 strawberry.enum(search.MemoryLayer, name="MemoryLayer", description="A searchable memory layer.")
@@ -226,6 +228,16 @@ class SearchHit:
         "null when the search read none (then the ranking is exactly that of a search "
         "without interpretTime)."
     )
+    period_not_read: str | None = strawberry.field(
+        default=None,
+        description="With interpretTime: why no period was read from a query that may name "
+        f"one (it holds more than {TIME_READ_MAX_NUMBERS} numbers; reading it took more than "
+        "GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS of CPU time; every time reader was busy), "
+        "e.g. 'time not read: the query holds 60 numbers, more than "
+        f"{TIME_READ_MAX_NUMBERS}; searched without a period'. The hits are then ranked as "
+        "without interpretTime. The same on every hit; null when a period was read, when "
+        "the query names none, or without interpretTime.",
+    )
     rank_without_period: int | None = strawberry.field(
         description="With an interpretedPeriod: the hit's 1-based rank in the search without "
         "it, whose best max(topK, 20) hits time re-ranks (and whose numbers the hit carries)."
@@ -263,7 +275,7 @@ class SearchHit:
         return RawDialogue.from_domain(found) if found else None
 
     @classmethod
-    def from_domain(cls, hit: search.SearchHit) -> SearchHit:
+    def from_domain(cls, hit: search.SearchHit, period_not_read: str | None = None) -> SearchHit:
         return cls(
             layer=hit.layer,
             id=strawberry.ID(str(hit.id)),
@@ -299,6 +311,7 @@ class SearchHit:
             interpreted_period=InterpretedPeriod.from_domain(hit.interpreted_period)
             if hit.interpreted_period
             else None,
+            period_not_read=period_not_read,
             rank_without_period=hit.rank_without_period,
             period_rank=hit.period_rank,
             time_score=hit.time_score,
@@ -352,18 +365,20 @@ class SearchQueries:
         reference_time: ReferenceTimeArg = None,
         min_relevance: MinRelevanceArg = None,
     ) -> list[SearchHit]:
-        hits = await info.context.memory.search(
-            query,
-            top_k,
-            session_id,
-            layers,
-            search.SearchWeights(weights.vector, weights.text) if weights else None,
-            fusion,
-            as_of=as_of,
-            since=since,
-            until=until,
-            reference_time=reference_time,
-            interpret_time=interpret_time,
-            min_relevance=min_relevance,
-        )
-        return [SearchHit.from_domain(h) for h in hits]
+        with periods_not_read() as unread:
+            hits = await info.context.memory.search(
+                query,
+                top_k,
+                session_id,
+                layers,
+                search.SearchWeights(weights.vector, weights.text) if weights else None,
+                fusion,
+                as_of=as_of,
+                since=since,
+                until=until,
+                reference_time=reference_time,
+                interpret_time=interpret_time,
+                min_relevance=min_relevance,
+            )
+        reason = unread[0] if unread else None
+        return [SearchHit.from_domain(h, reason) for h in hits]

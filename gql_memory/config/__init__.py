@@ -77,11 +77,18 @@ from gql_memory.config.search import (
     MAX_DATE_RANGE_DAYS,
     MAX_QUERY_CHARS,
     TIME_RANKING_DEPTH,
+    TIME_READ_KILL_AFTER_CEILINGS,
+    TIME_READ_KILL_AFTER_MIN_S,
     TIME_READ_MAX_CHARS,
+    TIME_READ_MAX_NUMBERS,
+    TIME_READ_WAIT_MS,
+    TIME_READER_NICE,
+    TIME_READERS,
+    TIME_READING_COST,
     TSV_MAX_CHARS,
 )
 from gql_memory.config.settings import Settings, config_file_source, read_config_file
-from gql_memory.config.workload import IMPORT_BATCH_SIZE, INLINE_CPU_CHARS
+from gql_memory.config.workload import IMPORT_BATCH_SIZE, INLINE_CPU_CHARS, INLINE_NEIGHBORS
 
 __all__ = [
     "API_KEY_DISPLAY_CHARS",
@@ -110,6 +117,7 @@ __all__ = [
     "GENERIC_TOKEN_MIN_CHARS",
     "IMPORT_BATCH_SIZE",
     "INLINE_CPU_CHARS",
+    "INLINE_NEIGHBORS",
     "LISTENER_APPLICATION_NAME",
     "LIVE_EVENTS_OPTION",
     "MATCH_SUMMARY_FILES",
@@ -133,7 +141,14 @@ __all__ = [
     "STDOUT_TAIL_LINES",
     "Settings",
     "TIME_RANKING_DEPTH",
+    "TIME_READ_KILL_AFTER_CEILINGS",
+    "TIME_READ_KILL_AFTER_MIN_S",
     "TIME_READ_MAX_CHARS",
+    "TIME_READ_MAX_NUMBERS",
+    "TIME_READ_WAIT_MS",
+    "TIME_READER_NICE",
+    "TIME_READERS",
+    "TIME_READING_COST",
     "TSV_MAX_CHARS",
     "config_file_source",
     "invalid_settings_message",

@@ -17,6 +17,29 @@ MAX_QUERY_CHARS = 10_000
 # A search with interpretTime reads time expressions in at most this many characters of its
 # query (cut at a space): dateparser's search grows with the text, ~1 ms a character at worst.
 TIME_READ_MAX_CHARS = 300
+# ... and is searched without a period when those hold more numbers than this: a time
+# expression names a few (day, month, year, a time of day), and dateparser's work grows
+# fastest with them ("1 2 3 ... 100" cost a second). Refused before any parsing.
+TIME_READ_MAX_NUMBERS = 8
+# Time is read in worker processes (dateparser is pure Python: in a thread it would take the
+# event loop's GIL), at most this many at once; as many more readings may wait for one to be
+# free, each for up to TIME_READ_WAIT_MS (an ordinary reading takes 2-10 ms of CPU). Any
+# further reading is not queued: its query is searched without a period, at once.
+TIME_READERS = 2
+TIME_READ_WAIT_MS = 10
+# Readers run at this nice level: when the server, PostgreSQL and a reader all want the CPU,
+# serving comes first (a reading is an optional refinement of a search, the search is not).
+TIME_READER_NICE = 10
+# The ceiling is CPU time, stopped inside the reader; a reader that has not answered after
+# this many times the ceiling in wall time, and at least TIME_READ_KILL_AFTER_MIN_S (starved
+# of CPU on a busy machine, or stuck in C code the CPU timer cannot interrupt), is killed and
+# replaced. The floor keeps a reader that is merely waiting for a core from being killed.
+TIME_READ_KILL_AFTER_CEILINGS = 20
+TIME_READ_KILL_AFTER_MIN_S = 2.0
+# The query cost of a search or context that reads time in its query (interpretTime, or
+# GQL_MEMORY_SEARCH_INTERPRET_TIME): up to a ceiling of parsing, charged whether or not the
+# query names a time, like a page of GQL_MEMORY_DEFAULT_PAGE_SIZE objects.
+TIME_READING_COST = 100
 # With a period read from the query, the search without it and the search within it each
 # rank at least this many hits before their rankings are fused (measured on LoCoMo: 20 finds
 # what 50 does at R@10, 10 a point less).
@@ -159,6 +182,15 @@ class SearchSettings:
         default=False,
         description='search and context read time expressions in the query ("last week", '
         '"in May 2023") into a period when the call does not say (interpretTime).',
+    )
+    search_time_read_ceiling_ms: int = Field(
+        default=50,
+        ge=1,
+        le=10_000,
+        description="With interpretTime, the CPU time reading the time expressions of one "
+        "query may take (dateparser, in a worker process; an ordinary question takes a few "
+        "ms). A query over it is searched without a period, and says why (periodNotRead, "
+        "the context's notes).",
     )
     search_time_window_days: int = Field(
         default=7,

@@ -275,7 +275,10 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
         )
         return plain(edge)
 
-    @tool("Nodes within `depth` hops of a node, each once at its shortest distance, with a path.")
+    @tool(
+        "Nodes within `depth` hops of a node, each once at its shortest distance, with a path: "
+        "at most `first`, nearest first."
+    )
     async def graph_query_neighbors(
         node_name: Annotated[str, nonblank("Name of the start node.")],
         node_label: Label = "Entity",
@@ -285,11 +288,22 @@ def register_tools(server: MCPServer, store: AsyncMemoryStore) -> None:
             Literal["OUT", "IN", "BOTH"], Field(description="Edges to follow.")
         ] = "BOTH",
         as_of: AsOf = None,
+        first: Annotated[
+            int | None,
+            Field(
+                description="At most this many neighbours, nearest first, then by node id "
+                "(default the server's GQL_MEMORY_DEFAULT_PAGE_SIZE, 100; at most "
+                "GQL_MEMORY_MAX_PAGE_SIZE, 1000).",
+                json_schema_extra={"minimum": 1},
+            ),
+        ] = None,
     ) -> Result:
         node = await store.graph.node_by_name(node_label, node_name)
         if node is None:
             raise NotFoundError(f"Node ({node_label}, {node_name}) not found")
-        found = await store.graph.neighbors(node.id, depth, relation, direction, as_of=as_of)
+        found = await store.graph.neighbors(
+            node.id, depth, relation, direction, as_of=as_of, first=first
+        )
         return {
             "node": plain(node),
             "neighbors": [

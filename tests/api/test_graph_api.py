@@ -106,3 +106,22 @@ async def test_node_edges_are_bounded_per_node(api: LiveServer) -> None:
     assert len(data["node"]["all"]) == 5
     error = await api.error(f'{{ node(id: "{hub}") {{ edges(first: 5000) {{ id }} }} }}')
     assert error["message"] == "first must be between 1 and 1000"
+
+
+async def test_neighbors_are_bounded_by_first_nearest_first(api: LiveServer) -> None:
+    hub = (await api.data('mutation { addNode(input: {label: "T", name: "hub"}) { id } }'))[
+        "addNode"
+    ]["id"]
+    for i in range(4):
+        await api.data(
+            f'mutation {{ addEdge(input: {{sourceId: "{hub}", target: {{label: "T", '
+            f'name: "leaf {i}"}}, relation: "r", createMissing: true}}) {{ id }} }}'
+        )
+    query = (
+        "query($id: ID!, $n: Int) { neighbors(nodeId: $id, depth: 2, first: $n) { node { name } } }"
+    )
+    found = await api.data(query, {"id": hub, "n": 2})
+    assert [n["node"]["name"] for n in found["neighbors"]] == ["leaf 0", "leaf 1"]
+    assert len((await api.data(query, {"id": hub}))["neighbors"]) == 4  # a default page
+    error = await api.error(query, {"id": hub, "n": 1001})
+    assert error["message"] == "first must be between 1 and 1000"

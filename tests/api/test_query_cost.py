@@ -78,3 +78,45 @@ async def test_a_query_of_too_many_words_is_refused_before_any_search(api: LiveS
     error = body.json()["errors"][0]
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert error["message"].startswith("query has 1500 distinct words; at most 128 are searched")
+
+
+NEIGHBORS = (
+    "neighbors(nodeId: $id, depth: 5, first: 1000) "
+    "{ distance node { id name } path { id name } edges { relation } }"
+)
+
+
+async def test_thirty_aliases_of_the_largest_neighbors_are_refused_by_their_cost(
+    api: LiveServer,
+) -> None:
+    """Each alias may return 1,000 neighbours with their paths: 1 + 1000 x (distance 1 +
+    node 3 + path 1 + 6 x 2 + edges 1 + 5 x 1) = 23,001, thirty of them 690,030."""
+    query = "query($id: ID!) { " + " ".join(f"a{i}: {NEIGHBORS}" for i in range(30)) + " }"
+    error = await api.error(query, {"id": "1"})
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert error["message"].startswith("Query cost 690030 exceeds the limit of 200000")
+
+
+async def test_reading_time_is_charged(api: LiveServer) -> None:
+    """A search or context that reads time in its query costs TIME_READING_COST (100) more,
+    asked inline or by a variable; false, or the server's default (off), costs nothing."""
+    costs = {}
+    for field in ("search", "context"):
+        selection = "{ id }" if field == "search" else "{ text }"
+        query = (
+            f'query($i: Boolean) {{ {field}(query: "what happened last week", '
+            f"interpretTime: $i) {selection} }}"
+        )
+        for value in (None, False, True):
+            response = await api.client.post(
+                "/graphql", json={"query": query, "variables": {"i": value}}
+            )
+            costs[field, value] = response.json()["extensions"]["cost"]["requested"]
+        inline = query.replace("interpretTime: $i", "interpretTime: true").replace(
+            "query($i: Boolean) ", ""
+        )
+        response = await api.client.post("/graphql", json={"query": inline})
+        costs[field, "inline"] = response.json()["extensions"]["cost"]["requested"]
+    for field in ("search", "context"):
+        assert costs[field, None] == costs[field, False]
+        assert costs[field, True] == costs[field, "inline"] == costs[field, False] + 100

@@ -251,6 +251,27 @@ async def test_search_reads_time_in_the_query(api: LiveServer) -> None:
     assert 'July 2023" = 2023-07-01 to 2023-07-31' in section["items"][0]["reason"]
 
 
+async def test_a_query_full_of_numbers_reads_no_time_and_says_why(api: LiveServer) -> None:
+    """Sixty years (a second of dateparser's work when it was read) are not handed to the
+    reader at all: the hits are ranked without a period and say why."""
+    await api.data(
+        'mutation { storeRawDialogue(input: {sessionId: "s", speaker: "user", '
+        'content: "We went camping in 1999", timestamp: "1999-07-02T10:00:00Z"}) { id } }'
+    )
+    years = " ".join(str(year) for year in range(1990, 2050))
+    query = """query($q: String!, $i: Boolean) { search(query: $q, layers: [RAW], interpretTime: $i)
+      { content interpretedPeriod { expression } periodNotRead } }"""
+    [hit] = (await api.data(query, {"q": years, "i": True}))["search"]
+    assert hit["interpretedPeriod"] is None
+    assert hit["periodNotRead"] == (
+        "time not read: the query holds 60 numbers, more than 8; searched without a period"
+    )
+    [plain] = (await api.data(query, {"q": years}))["search"]
+    assert plain == hit | {"periodNotRead": None}
+    [read] = (await api.data(query, {"q": "camping in 1999", "i": True}))["search"]
+    assert read["interpretedPeriod"] == {"expression": "in 1999"} and read["periodNotRead"] is None
+
+
 async def test_a_reference_time_without_a_timezone_is_refused(api: LiveServer) -> None:
     for field in ("search", "context"):
         error = await api.error(

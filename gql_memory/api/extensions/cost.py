@@ -14,6 +14,9 @@ tens of millions of objects. Cost counts the objects a query can return:
 - a root field with a `query` (search, context, insightSearch, similarEpisodes) costs 1 more
   per 4 distinct words of it: the text leg's work grows with them (and more words than
   GQL_MEMORY_SEARCH_MAX_QUERY_WORDS are refused by the search itself);
+- a field that reads time in its query (search and context with `interpretTime: true`, or
+  without it when GQL_MEMORY_SEARCH_INTERPRET_TIME is on) costs TIME_READING_COST more: up
+  to GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS of parsing in a time reader;
 - fields GraphQL merges (the same response key, through fragments or repeated) count once, at
   their most expensive occurrence; a fragment is measured once, whatever spreads it (linear
   time: fragments that spread each other twice do not make 2^n paths).
@@ -29,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphql import (
+    BooleanValueNode,
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
@@ -47,12 +51,14 @@ from graphql import (
 )
 from strawberry.extensions import SchemaExtension
 
-from gql_memory.config import CONTEXT_MAX_TOKENS
+from gql_memory.config import CONTEXT_MAX_TOKENS, TIME_READING_COST
 from gql_memory.errors import ValidationError
 from gql_memory.memory.graph.traversal import MAX_DEPTH
 from gql_memory.memory.insights import MAX_SOURCE_IDS
 
 BOUND_ARGUMENTS = ("first", "topK")
+# A field with this argument reads time in its query when it is true (null: the setting).
+TIME_ARGUMENT = "interpretTime"
 # A field with a token budget (context) costs one per TOKENS_PER_UNIT tokens of it: packing
 # and counting its text is linear in the budget, whatever the fields selected.
 BUDGET_ARGUMENT = "maxTokens"
@@ -87,12 +93,14 @@ class _CostWalk:
         variables: Mapping[str, Any],
         page_size: int,
         capacity: int,
+        interpret_time: bool = False,
     ) -> None:
         self.schema = schema
         self.fragments = fragments
         self.variables = variables
         self.page_size = page_size
         self.capacity = capacity
+        self.interpret_time = interpret_time
         self.done: dict[str, dict[str, int]] = {}
         self.in_progress: set[str] = set()
 
@@ -156,6 +164,8 @@ class _CostWalk:
             # field itself, with its own error (maxTokens must be between ...)
             tokens = min(self.argument(node, BUDGET_ARGUMENT, budget), CONTEXT_MAX_TOKENS)
             own = max(1, tokens // TOKENS_PER_UNIT)
+        if TIME_ARGUMENT in definition.args and self.reads_time(node):
+            own += TIME_READING_COST
         if node.selection_set is None or child is None:
             return own
         multiplier = self.bound(parent, node, definition)
@@ -176,6 +186,18 @@ class _CostWalk:
         if named.name.endswith("Connection"):
             return self.page_size
         return 1
+
+    def reads_time(self, node: FieldNode) -> bool:
+        """``interpretTime`` as sent, or the server's default when absent or null."""
+        value: Any = None
+        for argument in node.arguments or ():
+            if argument.name.value != TIME_ARGUMENT:
+                continue
+            if isinstance(argument.value, BooleanValueNode):
+                value = argument.value.value
+            elif isinstance(argument.value, VariableNode):
+                value = self.variables.get(argument.value.name.value)
+        return self.interpret_time if value is None else value is True
 
     def argument(self, node: FieldNode, name: str, default: Any) -> int:
         value: Any = default
@@ -198,8 +220,10 @@ def operation_cost(
     variables: Mapping[str, Any] | None,
     page_size: int,
     capacity: int = 10,
+    interpret_time: bool = False,
 ) -> int:
-    """The cost of the operation the request runs (see the module's docstring)."""
+    """The cost of the operation the request runs (see the module's docstring);
+    ``interpret_time`` is GQL_MEMORY_SEARCH_INTERPRET_TIME."""
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
@@ -213,7 +237,7 @@ def operation_cost(
         return 0
     operation = chosen[0]
     root = schema.get_root_type(operation.operation)
-    walk = _CostWalk(schema, fragments, variables or {}, page_size, capacity)
+    walk = _CostWalk(schema, fragments, variables or {}, page_size, capacity, interpret_time)
     return walk.selection_set(root, operation.selection_set)
 
 
@@ -277,10 +301,13 @@ class _ReadVariables(dict[str, Any]):
         return super().get(key, default)
 
 
-# (document text, operation name) -> (the variables its cost reads, {their values: cost}).
-# Agents send the same few documents over and over; a cost is computed once per document
-# and values of its page-size variables, not walked on every request.
-_COSTS: dict[tuple[str, str | None], tuple[tuple[str, ...], dict[tuple[Any, ...], int]]] = {}
+# (document text, operation name, the walk's settings) -> (the variables its cost reads,
+# {their values: cost}). Agents send the same few documents over and over; a cost is computed
+# once per document and values of its page-size variables, not walked on every request.
+_COSTS: dict[
+    tuple[str, str | None, int, int, bool],
+    tuple[tuple[str, ...], dict[tuple[Any, ...], int]],
+] = {}
 _COSTS_MAX = 512
 
 
@@ -292,10 +319,12 @@ def cached_operation_cost(
     variables: Mapping[str, Any] | None,
     page_size: int,
     capacity: int,
+    interpret_time: bool = False,
 ) -> int:
     """operation_cost, remembered per document and values of the variables it depends on."""
     variables = variables or {}
-    known = _COSTS.get((query, operation_name))
+    key = (query, operation_name, page_size, capacity, interpret_time)
+    known = _COSTS.get(key)
     if known is not None:
         names, costs = known
         try:
@@ -305,7 +334,9 @@ def cached_operation_cost(
         except TypeError:  # an unhashable value (a list where a number belongs): walk
             values = None
     read = _ReadVariables(variables)
-    cost = operation_cost(schema, document, operation_name, read, page_size, capacity)
+    cost = operation_cost(
+        schema, document, operation_name, read, page_size, capacity, interpret_time
+    )
     names = tuple(dict.fromkeys(read.read))
     try:
         values = tuple(variables.get(name) for name in names)
@@ -314,7 +345,7 @@ def cached_operation_cost(
         return cost
     if len(_COSTS) >= _COSTS_MAX:
         _COSTS.pop(next(iter(_COSTS)))  # the oldest document
-    entry = _COSTS.setdefault((query, operation_name), (names, {}))
+    entry = _COSTS.setdefault(key, (names, {}))
     if entry[0] == names and len(entry[1]) < _COSTS_MAX:
         entry[1][values] = cost
     return cost
@@ -323,10 +354,13 @@ def cached_operation_cost(
 class QueryCost(SchemaExtension):
     """Refuses operations over GQL_MEMORY_MAX_QUERY_COST; reports every operation's cost."""
 
-    def __init__(self, limit: int, page_size: int, capacity: int) -> None:
+    def __init__(
+        self, limit: int, page_size: int, capacity: int, interpret_time: bool = False
+    ) -> None:
         self.limit = limit
         self.page_size = page_size
         self.capacity = capacity
+        self.interpret_time = interpret_time
         self.cost: int | None = None
 
     def on_execute(self) -> Iterator[None]:
@@ -341,6 +375,7 @@ class QueryCost(SchemaExtension):
                 execution.variables,
                 self.page_size,
                 self.capacity,
+                self.interpret_time,
             ) + query_words_cost(
                 document,
                 getattr(execution, "_provided_operation_name", None),

@@ -50,6 +50,7 @@ from gql_memory.memory.context.packing import (
 from gql_memory.memory.context.tokens import DEFAULT_TOKENIZER, Tokenizer
 from gql_memory.memory.episodes import DEFAULT_MIN_SIMILARITY, EpisodeHit, Episodes
 from gql_memory.memory.offload import run_cpu
+from gql_memory.memory.search.period import periods_not_read
 from gql_memory.memory.search.pipeline import HybridSearch
 from gql_memory.memory.search.relevance import (
     Calibration,
@@ -229,22 +230,24 @@ class ContextAssembler:
                 if wants_episodes:
                     notes.append("episodes skipped: their similarity needs embeddings")
                 wants_episodes = False
-        items, hits, lessons = await asyncio.gather(
-            self._working(session_id) if SectionKind.WORKING in sections else _nothing(),
-            self._search(
-                embedder,
-                query,
-                session_id,
-                sections,
-                vectors,
-                given_as_of,
-                reference_time,
-                interpret_time,
+        with periods_not_read() as unread:
+            items, hits, lessons = await asyncio.gather(
+                self._working(session_id) if SectionKind.WORKING in sections else _nothing(),
+                self._search(
+                    embedder,
+                    query,
+                    session_id,
+                    sections,
+                    vectors,
+                    given_as_of,
+                    reference_time,
+                    interpret_time,
+                )
+                if wants_search
+                else _nothing(),
+                self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
             )
-            if wants_search
-            else _nothing(),
-            self._episodes(embedder, query, as_of) if wants_episodes else _nothing(),
-        )
+        notes += unread
         referred = {(i.ref_kind.value, i.ref_id) for i in items if i.ref_kind is not None}
         kept = _relevant_lessons(lessons, hits, floor, calibration)
         left_out = [(h.layer.value, h.id) for h in hits if h.relevance < floor]

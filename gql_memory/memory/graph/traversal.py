@@ -1,6 +1,7 @@
-"""Traversal of the memory graph: every node within a few hops, at its shortest distance
-with one shortest path, and a shortest path between two nodes; now or as of an instant. The
-statements are in traversal_sql.py; this module checks the request and builds the result."""
+"""Traversal of the memory graph: the nodes within a few hops (at most a page of them,
+nearest first), each at its shortest distance with one shortest path, and a shortest path
+between two nodes; now or as of an instant. The statements are in traversal_sql.py; this
+module checks the request and builds the result (a large one off the event loop)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from gql_memory.config import Settings
+from gql_memory.config import INLINE_NEIGHBORS, Settings
 from gql_memory.db import Database
 from gql_memory.errors import ValidationError
 from gql_memory.memory.graph.edges import Edge
 from gql_memory.memory.graph.nodes import Node
 from gql_memory.memory.graph.traversal_sql import NEIGHBORS_SQL, PATH_SQL, Direction
-from gql_memory.memory.validation import require_id, require_text
+from gql_memory.memory.offload import run_cpu_when
+from gql_memory.memory.validation import require_id, require_page_size, require_text
 from gql_memory.memory.validity import require_as_of
 
 MAX_DEPTH = 5
@@ -72,25 +74,36 @@ class GraphTraversal:
         direction: Direction | str = Direction.BOTH,
         *,
         as_of: datetime | None = None,
+        first: int | None = None,
     ) -> list[Neighbor]:
-        """Every node within ``depth`` hops, once, at its shortest distance, with a path,
-        along the edges valid now (or at ``as_of``)."""
+        """The nodes within ``depth`` hops, each once, at its shortest distance, with a path,
+        along the edges valid now (or at ``as_of``): the ``first`` of them (default
+        GQL_MEMORY_DEFAULT_PAGE_SIZE, at most GQL_MEMORY_MAX_PAGE_SIZE), nearest first, then
+        by node id. The database stops at that many too."""
         start = require_id(node_id, "nodeId")
         depth = require_depth(depth)
+        limit = require_page_size(
+            first, self.settings.default_page_size, self.settings.max_page_size
+        )
         direction = require_direction(direction)
         as_of = require_as_of(as_of)
         if relation is not None:
             relation = require_text(relation, "relation")
         statement = NEIGHBORS_SQL[direction, relation is not None, as_of is not None]
-        params: dict[str, Any] = {"start": start, "ns": self.namespace, "max_depth": depth}
+        params: dict[str, Any] = {
+            "start": start,
+            "ns": self.namespace,
+            "max_depth": depth,
+            "first": limit,
+        }
         if relation is not None:
             params["relation"] = relation
         if as_of is not None:
             params["as_of"] = as_of
         async with self.db.read() as conn:
             levels = await statement.fetch(conn, **params)
-        with _collection_deferred():
-            return _neighbors(levels)
+        reached = sum(len(level[1]) for level in levels[1:])
+        return await run_cpu_when(reached > INLINE_NEIGHBORS, _built_neighbors, levels)
 
     async def path(
         self,
@@ -145,6 +158,11 @@ def _frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
     instance = object.__new__(cls)
     object.__setattr__(instance, "__dict__", fields)
     return instance
+
+
+def _built_neighbors(levels: Sequence[Any]) -> list[Neighbor]:
+    with _collection_deferred():
+        return _neighbors(levels)
 
 
 def _neighbors(levels: Sequence[Any]) -> list[Neighbor]:

@@ -56,23 +56,27 @@ class _DriverStatement:
 # per column of its nodes and edges, in node id order: few rows to decode, nothing to sort or
 # join afterwards. The level's nodes are read with one `id = ANY(...)` index scan (a join lets
 # a generic plan hash the whole nodes table); both sides in node id order, their arrays line up.
+# At most :first nodes are reached (nearest first, then by node id): the level that would
+# pass the bound keeps its lowest ids (LIMIT) and is the last, so a hub of thousands of
+# spokes reads the edges of a frontier of at most :first nodes and builds :first rows.
 _LEVELS = """
 WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids, episode_ids,
                    raw_ids, node_created, parents, edge_ids, sources, targets, relations,
                    weights, edge_properties, edge_created, edge_valid_from, edge_valid_to,
-                   edge_superseded_by, visited) AS (
+                   edge_superseded_by, visited, reached) AS (
     SELECT 0, ARRAY[n.id], ARRAY[CAST(n.label AS text)], ARRAY[n.name], ARRAY[n.properties],
            ARRAY[n.insight_id], ARRAY[n.episode_id], ARRAY[n.raw_id], ARRAY[n.created_at],
            CAST(NULL AS bigint[]), CAST(NULL AS bigint[]), CAST(NULL AS bigint[]),
            CAST(NULL AS bigint[]), CAST(NULL AS text[]), CAST(NULL AS double precision[]),
            CAST(NULL AS jsonb[]), CAST(NULL AS timestamptz[]), CAST(NULL AS timestamptz[]),
-           CAST(NULL AS timestamptz[]), CAST(NULL AS bigint[]), ARRAY[n.id]
+           CAST(NULL AS timestamptz[]), CAST(NULL AS bigint[]), ARRAY[n.id], 0
     FROM nodes n
     WHERE n.namespace = :ns AND n.id = :start
     UNION ALL
     SELECT b.depth + 1, found_nodes.*, found.parents, found.edge_ids, found.sources,
            found.targets, found.relations, found.weights, found.properties, found.created,
-           found.valid_from, found.valid_to, found.superseded_by, b.visited || found.node_ids
+           found.valid_from, found.valid_to, found.superseded_by, b.visited || found.node_ids,
+           b.reached + cardinality(found.node_ids)
     FROM bfs b
     CROSS JOIN LATERAL (
         SELECT array_agg(s.node ORDER BY s.node) AS node_ids,
@@ -94,6 +98,7 @@ WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids,
             LEFT JOIN unnest(b.visited) AS seen(id) ON seen.id = c.node
             WHERE seen.id IS NULL
             ORDER BY c.node, c.id
+            LIMIT :first - b.reached
         ) s
     ) found
     CROSS JOIN LATERAL (
@@ -104,7 +109,7 @@ WITH RECURSIVE bfs(depth, node_ids, labels, names, node_properties, insight_ids,
         FROM nodes n
         WHERE n.namespace = :ns AND n.id = ANY(found.node_ids)
     ) found_nodes
-    WHERE b.depth < :max_depth AND found.node_ids IS NOT NULL
+    WHERE b.depth < :max_depth AND b.reached < :first AND found.node_ids IS NOT NULL
 )
 SELECT depth, node_ids, labels, names, node_properties, insight_ids, episode_ids, raw_ids,
        node_created, parents, edge_ids, sources, targets, relations, weights, edge_properties,

@@ -12,6 +12,14 @@ span; one that begins after the reference time is dropped. A date after "since" 
 Turns about an event often come after it ("last week I ..."), so the period has a tail: up to
 ``search_time_window_days`` past its end, never past the reference time.
 
+What it costs is bounded, whoever asks. dateparser's search grows with the text, fastest with
+numbers, so it is handed only the spans that can hold a time: each cue (a number, "ago",
+"last" ...) with a few words either side, each distinct span once. A query with more numbers
+than TIME_READ_MAX_NUMBERS is not handed over at all. The rest is read in a worker process
+(memory/offload.py ``WorkerProcesses``), stopped after GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS
+of CPU time; when every reader is busy, the query is not queued. Whenever a query asked to be
+read was not, it is searched without a period and the reason is noted (``periods_not_read``).
+
 How the period ranks the hits is step 7, memory/search/period_ranking.py.
 
 Nothing here runs, and dateparser is not even imported, unless a search asks for it.
@@ -19,11 +27,29 @@ Nothing here runs, and dateparser is not even imported, unless a search asks for
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 
-from gql_memory.config import TIME_READ_MAX_CHARS, Settings
-from gql_memory.memory.offload import run_in_worker
+from gql_memory.config import (
+    TIME_READ_KILL_AFTER_CEILINGS,
+    TIME_READ_KILL_AFTER_MIN_S,
+    TIME_READ_MAX_CHARS,
+    TIME_READ_MAX_NUMBERS,
+    TIME_READ_WAIT_MS,
+    TIME_READER_NICE,
+    TIME_READERS,
+    Settings,
+)
+from gql_memory.memory.offload import (
+    CeilingReached,
+    WorkerLost,
+    WorkerProcesses,
+    WorkersBusy,
+)
 from gql_memory.memory.search.types import QueryPeriod
 
 GRANULARITIES = ("day", "week", "month", "year")
@@ -60,22 +86,89 @@ _NUMBERS = {
 } | {"an": 1, "a": 1}
 _DAYS = {"day": 1, "week": 7, "month": 31, "year": 366}
 # A query without one of these words has no expression the reader would trust: it is not
-# handed to dateparser at all.
+# handed to dateparser at all. Within one, dateparser reads only the words around them.
 _CUES = re.compile(r"\d|\b(ago|yesterday|today|last|past|previous|this)\b", re.I)
+_WORD = re.compile(r"\S+")
+_NUMBER = re.compile(r"\S*\d\S*")
+# words either side of a cue handed to dateparser with it ("the week before 16 November
+# 2023", "two months ago"), and the most words of one span (longer runs are cut)
+SPAN_CONTEXT_WORDS = 3
+SPAN_MAX_WORDS = 16
+
+_NOT_READ: ContextVar[list[str] | None] = ContextVar("periods_not_read", default=None)
+
+
+@contextmanager
+def periods_not_read() -> Iterator[list[str]]:
+    """Why the searches awaited in this block (and the tasks they start) read no period from
+    a query that asked for one: the notes gathered in the list yielded, for the caller to
+    show beside the hits (the API's periodNotRead, a context's notes)."""
+    notes: list[str] = []
+    token = _NOT_READ.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOT_READ.reset(token)
+
+
+def _not_read(reason: str) -> None:
+    notes = _NOT_READ.get()
+    if notes is not None:
+        notes.append(f"time not read: {reason}; searched without a period")
+
+
+@functools.cache
+def _readers() -> WorkerProcesses:
+    return WorkerProcesses(
+        TIME_READERS,
+        waiting=TIME_READERS,
+        name="gql-memory-time-reader",
+        preload=["dateparser.search", __name__],
+        initializer=warm_up,
+        nice=TIME_READER_NICE,
+    )
+
+
+def warm_up() -> None:
+    """Load dateparser's English data (a fifth of a second, once per reader process) before
+    the first reading is timed."""
+    _search_dates("on 7 May 2023, two days ago", datetime(2023, 10, 20, tzinfo=UTC))
 
 
 async def query_period(
     query: str, reference_time: datetime | None, settings: Settings
 ) -> QueryPeriod | None:
     """The period ``query`` names, read against ``reference_time`` (validated by the caller;
-    default now, in the server's timezone); None when it names none."""
+    default now, in the server's timezone); None when it names none, or when it could not be
+    read within its bounds (the reason is noted: ``periods_not_read``)."""
     text = _head(query)
     if not _CUES.search(text):  # no expression the reader would trust: dateparser is spared
         return None
+    numbers = len(_NUMBER.findall(text))
+    if numbers > TIME_READ_MAX_NUMBERS:
+        _not_read(f"the query holds {numbers} numbers, more than {TIME_READ_MAX_NUMBERS}")
+        return None
     reference = reference_time or datetime.now().astimezone()
     window = timedelta(days=settings.search_time_window_days)
-    # dateparser is pure Python, a few ms a question (more for a long one): off the loop
-    return await run_in_worker(read_period, text, reference, window)
+    ceiling = settings.search_time_read_ceiling_ms / 1000
+    try:
+        return await _readers().run(
+            read_period,
+            (text, reference, window),
+            cpu_seconds=ceiling,
+            wait_seconds=TIME_READ_WAIT_MS / 1000,
+            kill_after_s=max(ceiling * TIME_READ_KILL_AFTER_CEILINGS, TIME_READ_KILL_AFTER_MIN_S),
+        )
+    except CeilingReached:
+        _not_read(
+            f"reading it took more than {settings.search_time_read_ceiling_ms} ms "
+            "(GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS)"
+        )
+    except WorkersBusy:
+        _not_read("every time reader was busy")
+    except WorkerLost:
+        _not_read("the time reader did not answer")
+    return None
 
 
 def read_period(
@@ -94,7 +187,11 @@ def read_period(
         today_ends = _period(now, "day")[1]
     except OverflowError:  # 31 December 9999: its day ends past what datetime holds
         today_ends = now
-    found = [(e.strip(_PUNCTUATION), m, g) for e, m, g in _search_dates(text, reference)]
+    found = [
+        (e.strip(_PUNCTUATION), m, g)
+        for span in date_spans(text)
+        for e, m, g in _search_dates(span, reference)
+    ]
     periods: dict[tuple[str, datetime, datetime], tuple[str, str]] = {}
     for expression, moment, granularity in [*found, *_spans(text, reference)]:
         if not _trusted(expression):
@@ -127,6 +224,28 @@ def read_period(
         until = end
     until = max(end, min(until, reference))  # the tail never runs past the reference time
     return QueryPeriod(" … ".join(expressions), coarsest, start, end, until)
+
+
+def date_spans(text: str) -> list[str]:
+    """The parts of ``text`` dateparser is handed: each cue with up to SPAN_CONTEXT_WORDS
+    words either side, cues close together in one span (cut every SPAN_MAX_WORDS words),
+    each distinct span once ("2023 2023 ... 2023" is read as one)."""
+    words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    runs: list[list[int]] = []  # [first, last] word of each span, in order
+    for i, (start, end) in enumerate(words):
+        if not _CUES.search(text[start:end]):
+            continue
+        first, last = max(0, i - SPAN_CONTEXT_WORDS), min(len(words), i + SPAN_CONTEXT_WORDS + 1)
+        if runs and first <= runs[-1][1]:
+            runs[-1][1] = last
+        else:
+            runs.append([first, last])
+    spans = [
+        text[words[at][0] : words[min(at + SPAN_MAX_WORDS, last) - 1][1]]
+        for first, last in runs
+        for at in range(first, last, SPAN_MAX_WORDS)
+    ]
+    return list(dict.fromkeys(spans))
 
 
 def _spans(text: str, reference: datetime) -> list[tuple[str, datetime, str]]:

@@ -4,6 +4,7 @@ a bounded number of round trips."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -281,6 +282,38 @@ async def test_without_embeddings_it_falls_back_to_full_text_and_says_so(
     assert hits and all("vector rank" not in i.reason and "text rank" in i.reason for i in hits)
     assert context.notes[0].startswith("embeddings unavailable")
     assert context.notes[1] == "episodes skipped: their similarity needs embeddings"
+
+
+async def test_time_over_its_ceiling_is_not_read_and_the_context_says_so(
+    memory: Memory,
+) -> None:
+    """A question whose time takes more than GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS of CPU
+    to read (here 1 ms; it takes several) is stopped in its reader and searched without a
+    period; the notes say why."""
+    strict = Memory(memory.db, memory.settings.with_overrides(search_time_read_ceiling_ms=1))
+    await strict.raw.store(
+        "s", "user", "We went camping", timestamp=datetime(2023, 7, 2, tzinfo=UTC)
+    )
+    question = "What happened between 1 May 2023 and 7 May 2023, 9 June 2023 or 12 July 2023?"
+    context = await strict.context(
+        question,
+        include=["SEARCH"],
+        interpret_time=True,
+        reference_time=datetime(2023, 10, 1, tzinfo=UTC),
+    )
+    assert context.notes == (
+        "time not read: reading it took more than 1 ms (GQL_MEMORY_SEARCH_TIME_READ_CEILING_MS);"
+        " searched without a period",
+    )
+    [item] = context.sections[0].items
+    assert "time read from the query" not in item.reason
+    read = await memory.context(
+        question,
+        include=["SEARCH"],
+        interpret_time=True,
+        reference_time=datetime(2023, 10, 1, tzinfo=UTC),
+    )
+    assert read.notes == () and "time read from the query" in read.sections[0].items[0].reason
 
 
 async def test_a_huge_item_is_packed_off_the_event_loop(memory: Memory) -> None:

@@ -12,7 +12,7 @@ from gql_memory.memory import Memory
 from gql_memory.memory.graph.edges import Edge
 from gql_memory.memory.graph.nodes import Node
 from gql_memory.memory.graph.traversal import GraphPath
-from gql_memory.memory.graph.traversal_sql import Direction
+from gql_memory.memory.graph.traversal_sql import NEIGHBORS_SQL, Direction
 
 
 async def chain(memory: Memory, names: str, relation: str = "next") -> dict[str, int]:
@@ -227,6 +227,42 @@ async def test_neighbors_match_a_reference_search_with_records_as_stored(
             assert neighbor.node == nodes[neighbor.node.id] == neighbor.path[-1]
             assert neighbor.path == [nodes[p.id] for p in neighbor.path]
             assert neighbor.edges == [edges[e.id] for e in neighbor.edges]
+
+
+@pytest.mark.parametrize("first", [1, 5, 9])
+async def test_first_bounds_the_neighbours_nearest_first_then_by_id(
+    memory: Memory, first: int
+) -> None:
+    """The ``first`` neighbours of the full traversal (nearest first, then by node id), and
+    the statement itself returns no more nodes than that."""
+    nodes, edges = await random_graph(memory)
+    flat = [(e.id, e.source_id, e.target_id, e.relation) for e in edges.values()]
+    for start in list(nodes)[:6]:
+        found = await memory.graph.neighbors(start, 3, first=first)
+        got = [(n.node.id, n.distance, [p.id for p in n.path]) for n in found]
+        expected = [(n, d, p) for n, d, p, _ in reference_levels(flat, start, 3, "BOTH")]
+        assert got == expected[:first]
+        statement = NEIGHBORS_SQL[Direction.BOTH, False, False]
+        async with memory.db.read() as conn:
+            levels = await statement.fetch(
+                conn, start=start, ns=memory.namespace, max_depth=3, first=first
+            )
+        assert sum(len(level["node_ids"]) for level in levels[1:]) == len(got)
+
+
+async def test_neighbors_default_to_a_page_and_refuse_more_than_the_largest(
+    memory: Memory,
+) -> None:
+    settings = memory.settings.with_overrides(default_page_size=3, max_page_size=4)
+    small = Memory(memory.db, settings)
+    hub = await small.graph.add_node("T", "hub")
+    for i in range(6):
+        await small.graph.add_edge(hub.id, (await small.graph.add_node("T", f"s{i}")).id, "r")
+    assert [n.node.name for n in await small.graph.neighbors(hub.id)] == ["s0", "s1", "s2"]
+    assert len(await small.graph.neighbors(hub.id, first=4)) == 4
+    for first in (0, 5):
+        with pytest.raises(ValidationError, match="first must be between 1 and 4"):
+            await small.graph.neighbors(hub.id, first=first)
 
 
 async def test_shortest_paths_match_a_reference_search(memory: Memory) -> None:

@@ -224,6 +224,8 @@ async def test_without_interpret_time_the_query_is_never_read(
     def unexpected(*args: object) -> None:
         raise AssertionError("the query was read")
 
+    # the reading happens in a reader process, which the search asks for first
+    monkeypatch.setattr(time_expressions, "_readers", unexpected)
     monkeypatch.setattr(time_expressions, "read_period", unexpected)
     await memory.search(QUESTION, layers=["RAW"])
     await memory.search(QUESTION, layers=["RAW"], interpret_time=False)
