@@ -1,7 +1,8 @@
 """Relevance is a property of the hit (issue 42): it tells what answers the question from the
 other memories of the same namespace, so a context holds the answer and leaves out the rest;
 and a question the memory cannot answer gets an empty context. With the real e5 model, whose
-calibration it is."""
+calibration it is. The first two are strict expected failures until issue 42's refit lands
+(docs/benchmarks-retrieval.md, "Relevance per hit")."""
 
 from __future__ import annotations
 
@@ -42,6 +43,14 @@ async def found_in_context(memory: Memory, ids: dict[int, str], question: str) -
     ]
 
 
+NOT_YET = pytest.mark.xfail(
+    strict=True,
+    reason="issue 42: today's calibration rates the namespace, not the hit (the other three "
+    "insights get 0.14-0.30 for the cat question); the refit is pending",
+)
+
+
+@NOT_YET
 async def test_the_context_holds_the_answer_and_none_of_the_other_memories(
     four: tuple[Memory, dict[int, str]],
 ) -> None:
@@ -58,6 +67,7 @@ async def test_a_question_the_memory_cannot_answer_gets_an_empty_context(
     assert [item for section in context.sections for item in section.items] == []
 
 
+@NOT_YET
 async def test_the_other_memories_are_rated_far_below_the_answer(
     four: tuple[Memory, dict[int, str]],
 ) -> None:
