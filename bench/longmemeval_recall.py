@@ -59,6 +59,7 @@ from bench.embedding_cache import (
     EmbeddingCache,
     model_revision,
 )
+from bench.hit_dump import HitDump
 from bench.longmemeval_data import TURN_KEY, Question, load_questions
 from bench.longmemeval_report import KS, IngestSpeed, Run, recall_at, report
 from gql_memory import AsyncMemoryStore
@@ -161,12 +162,19 @@ class QuestionBench:
     """Stores one question's haystack and ranks its turns every way the report compares."""
 
     def __init__(
-        self, db: Database, settings: Settings, plain: EmbeddingProvider, cached: CachedEmbedder
+        self,
+        db: Database,
+        settings: Settings,
+        plain: EmbeddingProvider,
+        cached: CachedEmbedder,
+        dump: HitDump | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.plain = plain  # searches embed their query with it: latency as in production
         self.cached = cached
+        self.dump = dump or HitDump(None)
+        self._previous: str | None = None  # the namespace of the question run before
         self._warm = False
         self.row_settings = {
             row.name: settings.with_overrides(**dict(row.changes)) for row in PROJECT_ROWS
@@ -188,6 +196,9 @@ class QuestionBench:
             await self.warm_up(namespace)
             self._warm = True
         rankings, latency = await self.project_rankings(question, namespace, by_id)
+        if self.dump:
+            await self.dump_foreign(question)
+        self._previous = namespace
         references, reference_tally = await self.reference_rankings(question)
         rankings.update(references)
         session_of = {turn.key: turn.session_id for turn in question.turns}
@@ -245,7 +256,22 @@ class QuestionBench:
             )
             latency[row.name] = 1000 * (time.perf_counter() - started)
             rankings[row.name] = [by_id[hit.id] for hit in hits if hit.id in by_id]
+            if row.name == HYBRID:
+                self.dump.add(
+                    question.id, question.question, question.type, question.evidence, hits, by_id
+                )
         return rankings, latency
+
+    async def dump_foreign(self, question: Question) -> None:
+        """The question asked of the previous question's memory, which lacks its answer: its
+        hits are negatives for the relevance fit (bench.relevance_fit)."""
+        if self._previous is None:
+            return
+        memory = Memory(self.db, self.settings, self._previous, self.plain)
+        hits = await memory.search(
+            question.question, top_k=10, session_id=None, layers=["RAW"], min_relevance=0.0
+        )
+        self.dump.add(question.id, question.question, "elsewhere", set(), hits, {}, self._previous)
 
     async def reference_rankings(
         self, question: Question
@@ -332,6 +358,7 @@ class Options:
     cache_dir: Path
     fresh: bool  # run the selected questions (and the ingest measurement) again
     ingest_speed: bool  # measure ingest speed when the state holds no measurement (or fresh)
+    dump: Path | None = None  # every hybrid hit of the questions run, for bench.relevance_fit
 
     @property
     def cache_path(self) -> Path:
@@ -359,9 +386,9 @@ async def evaluate(
             if measure:
                 speed = await measure_ingest(db, options.settings, plain, everything[0])
                 state.append({"id": "ingest", **asdict(speed)})
-            with EmbeddingCache(options.cache_path) as cache:
+            with EmbeddingCache(options.cache_path) as cache, HitDump(options.dump) as dump:
                 cached = CachedEmbedder(plain, cache, model_revision(plain))
-                bench = QuestionBench(db, options.settings, plain, cached)
+                bench = QuestionBench(db, options.settings, plain, cached, dump)
                 await run_questions(bench, interleaved(todo), state)
 
 
@@ -446,6 +473,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR)
     p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
     p.add_argument("--fresh", action="store_true", help="run the selected questions again")
+    p.add_argument(
+        "--dump",
+        type=Path,
+        help="write the hybrid's hits of the questions run (JSONL; with --fresh: all) to this "
+        "file, each question also asked of the previous question's memory",
+    )
     p.add_argument("--only", nargs="+", default=[], help="question ids to run (default: all)")
     p.add_argument("--limit", type=int, help="the first N questions of the manifest")
     p.add_argument("--embedder", choices=["local", "hash"], default="local")
@@ -469,7 +502,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     questions = [q for q in everything if not args.only or q.id in args.only][: args.limit]
     if not questions:
         return [f"## LongMemEval-S recall: no question matches {args.only}", ""]
-    options = Options(settings_from(args), args.cache_dir, args.fresh, args.ingest_speed)
+    options = Options(settings_from(args), args.cache_dir, args.fresh, args.ingest_speed, args.dump)
     if not args.report_only:
         state = options.state(model_revision(make_provider(options.settings)))
         asyncio.run(evaluate(questions, everything, options, state))
