@@ -2,6 +2,8 @@
 
 `python -m bench` runs all and rewrites the file; `python -m bench hot_paths graph_neighbors`
 runs the named ones and replaces only their sections (the others stay as they were).
+`python -m bench embedder_outage --no-write` runs one of the benchmarks that write their own
+page (OWN_PAGES) with its own options, as `python -m bench.embedder_outage --no-write` does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ BENCHMARKS = [
     "citus",
 ]
 RESULTS = DOCS / "benchmarks.md"
+# Run alone, with their own options; each writes its section of its own page and exits
+# non-zero when its verdict fails.
+OWN_PAGES = ["soak", "embedder_outage", "fuzz"]  # docs/benchmarks-security.md
 
 
 def sections(lines: list[str]) -> list[list[str]]:
@@ -62,4 +67,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] and sys.argv[1] in OWN_PAGES:
+        own = importlib.import_module(f"bench.{sys.argv[1]}")
+        sys.exit(own.main(sys.argv[2:]))
     main(sys.argv[1:])

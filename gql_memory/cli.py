@@ -291,7 +291,20 @@ def reembed(
         ),
     ] = False,
     status: Annotated[
-        bool, typer.Option("--status", help="Show the re-embed in progress; change nothing.")
+        bool,
+        typer.Option(
+            "--status",
+            help="Show the re-embed in progress and the rows waiting for their vectors; "
+            "change nothing.",
+        ),
+    ] = False,
+    missing: Annotated[
+        bool,
+        typer.Option(
+            "--missing",
+            help="Only embed the rows stored while the embedder was down (waiting for their "
+            "vectors), with the database's own provider; runs while servers are up.",
+        ),
     ] = False,
 ) -> None:
     """Re-embed every insight, episode and raw turn with the configured provider.
@@ -299,6 +312,9 @@ def reembed(
     Use it after switching embedding provider, model or dimension. Every server and library
     user must be stopped: it refuses to run while one is connected, and servers refuse to
     start until it has finished. An interrupted run resumes when run again.
+
+    With --missing, only the rows stored while the embedder was down get their vectors
+    (servers do this in the background too, once the embedder answers again).
     """
     from rich.console import Console
     from rich.progress import Progress
@@ -307,6 +323,7 @@ def reembed(
     from gql_memory.memory.embedding_config import reembed as reembed_all
     from gql_memory.memory.embedding_config import reembed_status
     from gql_memory.memory.turn_embedding import TurnRecipe
+    from gql_memory.memory.waiting import embed_waiting, waiting_counts
     from gql_memory.runtime import Purpose
     from gql_memory.server.logs import above_progress, configure_logging
 
@@ -315,13 +332,36 @@ def reembed(
 
     async def run() -> dict[str, int]:
         # migrated, but the stored vectors are not checked against the provider: they are
-        # what this command changes
-        async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
+        # what this command changes (except with --missing: it adds to them)
+        async with runtime.open(
+            settings, Purpose.MAINTENANCE, check_embeddings=missing and not status
+        ) as rt:
             db, embedder = rt.db, rt.embedder
             if status:
                 found = await reembed_status(db, settings.embed_raw_dialogue)
+                waiting = await waiting_counts(db)
                 typer.echo("\n".join(found.lines()))
+                left = sum(waiting.values())
+                hint = " (`gql-memory reembed --missing` embeds them)" if left else ""
+                typer.echo(f"{plural(left, 'row')} waiting for their vectors{hint}")
                 return {}
+            if missing:
+                total = sum((await waiting_counts(db)).values())
+                with Progress(console=Console(stderr=True)) as bar, above_progress(bar.console):
+                    task = bar.add_task("waiting rows", total=total)
+                    embedded: dict[str, int] = {}
+
+                    def advanced(table: str, done: int) -> None:
+                        embedded[table] = done
+                        bar.update(task, completed=sum(embedded.values()))
+
+                    return await embed_waiting(
+                        db,
+                        embedder,
+                        TurnRecipe.from_settings(settings),
+                        batch_size=batch_size,
+                        progress=advanced,
+                    )
             with Progress(console=Console(stderr=True)) as bar, above_progress(bar.console):
                 tasks: dict[str, object] = {}
 
@@ -345,7 +385,10 @@ def reembed(
         counts = asyncio.run(run())
     except GqlMemoryError as exc:
         _fail(str(exc))
-    if not status:
+    if missing and not status:
+        summary = ", ".join(f"{table}: {n}" for table, n in counts.items())
+        typer.echo(f"embedded the rows that waited for their vectors: {summary}")
+    elif not status:
         summary = ", ".join(f"{table}: {n}" for table, n in counts.items())
         typer.echo(f"re-embedded {summary}")
 

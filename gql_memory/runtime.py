@@ -36,8 +36,10 @@ from gql_memory.db.positions import ReadSession
 from gql_memory.db.replicas import ReadReplicas, ReplicaObserver
 from gql_memory.db.supervision import StateFile, Supervisor
 from gql_memory.embeddings import EmbeddingProvider, make_provider
+from gql_memory.embeddings.breaker import CircuitBreakerEmbedder, breaker_of
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.turn_embedding import TurnRecipe
+from gql_memory.memory.waiting import BackfillWorker
 from gql_memory.tracing import tracing_for
 
 if TYPE_CHECKING:
@@ -71,6 +73,8 @@ class Runtime:
     embedded_state: StateFile | None = None
     # OpenTelemetry, when the otel extra is installed and OTEL_* asks for traces (tracing/)
     tracing: Tracing | None = None
+    # embeds the rows stored while the embedder was down (memory/waiting.py)
+    backfill: BackfillWorker | None = None
 
 
 @contextmanager
@@ -162,6 +166,9 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
         url, embedded, embedded_state = await _reach(settings, stack, purpose)
         embedder = embedder or make_provider(settings)
         stack.push_async_callback(embedder.aclose)
+        if purpose is not Purpose.MAINTENANCE and breaker_of(embedder) is None:
+            # a provider that is down costs a call no wait once it has failed repeatedly
+            embedder = CircuitBreakerEmbedder.for_settings(embedder, settings)
         tracing = tracing_for(settings) if purpose is not Purpose.MAINTENANCE else None
         if tracing is not None:
             # embedding calls and the pool's statements become children of the operation
@@ -198,8 +205,30 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
                 trace_statements(db.engine.sync_engine, tracing)
             if db.replicas is not None:
                 await db.replicas.start()
+        backfill = None
+        if purpose is not Purpose.MAINTENANCE and settings.embedding_backfill_interval_s > 0:
+            # rows stored while the embedder was down get their vectors once it is back; the
+            # worker reads every namespace, so it works as the owner (the server's pool is
+            # the row-level security role's), on the primary
+            worker_db = Database(db.engine)
+            if purpose is Purpose.SERVER:
+                worker_db = Database.from_url(
+                    url, settings.with_overrides(db_pool_size=1, db_max_overflow=1)
+                )
+                stack.push_async_callback(worker_db.dispose)
+            backfill = BackfillWorker(worker_db, embedder, settings)
+            backfill.start()
+            stack.push_async_callback(backfill.stop)
         yield Runtime(
-            settings, url, db, app_url, embedder, embedded, embedded_state, tracing=tracing
+            settings,
+            url,
+            db,
+            app_url,
+            embedder,
+            embedded,
+            embedded_state,
+            tracing=tracing,
+            backfill=backfill,
         )
 
 

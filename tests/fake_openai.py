@@ -1,11 +1,13 @@
 """A local fake of the OpenAI `/v1/embeddings` endpoint, for tests that use the real client.
 
 Tests control it: known vectors per text, scripted failures (status codes answered before
-success), a wrong dimension, and a log of every request body received.
+success), a wrong dimension, hanging (a request accepted and never answered until released),
+and a log of every request body received.
 """
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,17 @@ class FakeOpenAI:
     mark_models: bool = False
     # answer 500 to every request after this many (an embedding run "killed" part-way)
     fail_after: int | None = None
+    # while set, every request is accepted and left unanswered until ``release`` (the
+    # embedding server that "accepted connections and never answered", issue 43)
+    hanging: asyncio.Event | None = None
+
+    def hang(self) -> None:
+        self.hanging = asyncio.Event()
+
+    def release(self) -> None:
+        if self.hanging is not None:
+            self.hanging.set()
+            self.hanging = None
 
     def reset(self) -> None:
         self.vectors.clear()
@@ -45,6 +58,7 @@ class FakeOpenAI:
         self.wrong_dim = False
         self.mark_models = False
         self.fail_after = None
+        self.release()
 
     def set_vector(self, text: str, components: list[float]) -> None:
         """A known vector for ``text``: the given leading components, zero-padded."""
@@ -58,6 +72,8 @@ class FakeOpenAI:
     async def embeddings(self, request: Request) -> JSONResponse:
         body = await request.json()
         self.requests.append({"body": body, "authorization": request.headers.get("authorization")})
+        if self.hanging is not None:
+            await self.hanging.wait()
         status = self.always_fail or (self.failures.pop(0) if self.failures else None)
         if self.fail_after is not None and len(self.requests) > self.fail_after:
             status = 500

@@ -225,6 +225,7 @@ async def test_a_stopped_replica_is_skipped_without_errors(
         assert ready.json() == {
             "status": "ok",
             "database": "ok",
+            "embedder": {"state": "ok"},
             "replicas": {"up": 0, "total": 1},
         }
     finally:
@@ -433,7 +434,11 @@ async def test_without_replicas_nothing_is_added(api: LiveServer, settings: Sett
     assert "errors" not in await api.graphql(WORKING, {"s": "plain"})
     samples = (await api.client.get("/metrics")).text
     assert not re.search(r"^gql_memory_(database_up|db_reads|replica_\w+)\{", samples, re.M)
-    assert (await api.client.get("/readyz")).json() == {"status": "ok", "database": "ok"}
+    assert (await api.client.get("/readyz")).json() == {
+        "status": "ok",
+        "database": "ok",
+        "embedder": {"state": "ok"},
+    }
 
     assert settings.database_url
     db = Database.from_url(settings.database_url, settings)

@@ -228,6 +228,15 @@ class SearchHit:
         "null when the search read none (then the ranking is exactly that of a search "
         "without interpretTime)."
     )
+    vector_leg_skipped: str | None = strawberry.field(
+        default=None,
+        description="Why the vector leg was not searched although the weights asked for it: "
+        "the embedding provider is down (it failed, or its circuit breaker is open), e.g. "
+        "'vector leg skipped: The embedding provider openai at http://embedder:8080/v1 "
+        "(model e5) did not answer within 10 s'. The hits then come from the text leg alone, "
+        "and their relevance is the text signal alone (BM25 saturated, s / (s + 5)). The "
+        "same on every hit; null when the vector leg was searched or not asked for.",
+    )
     period_not_read: str | None = strawberry.field(
         default=None,
         description="With interpretTime: why no period was read from a query that may name "
@@ -312,6 +321,7 @@ class SearchHit:
             if hit.interpreted_period
             else None,
             period_not_read=period_not_read,
+            vector_leg_skipped=hit.vector_leg_skipped,
             rank_without_period=hit.rank_without_period,
             period_rank=hit.period_rank,
             time_score=hit.time_score,

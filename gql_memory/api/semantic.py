@@ -58,10 +58,13 @@ class Insight:
     supersedes: list[strawberry.ID] = strawberry.field(description=SUPERSEDES.format("insight"))
 
     @strawberry.field(
-        description="The embedding vector. Read from the database only when selected."
+        description="The embedding vector. Read from the database only when selected. Null while "
+        "it waits: it was stored while the embedding provider was down, and is embedded in "
+        "the background once the provider answers (`stats` counts the waiting rows); until "
+        "then only the text leg of search finds it."
     )
-    async def embedding(self, info: Info) -> list[float]:
-        return await info.context.loaders.insight_embedding.load(int(self.id)) or []
+    async def embedding(self, info: Info) -> list[float] | None:
+        return await info.context.loaders.insight_embedding.load(int(self.id))
 
     @strawberry.field(
         description="Valid insights at least GQL_MEMORY_CONTRADICTION_SIMILARITY (default "
@@ -129,10 +132,13 @@ class Episode:
     supersedes: list[strawberry.ID] = strawberry.field(description=SUPERSEDES.format("episode"))
 
     @strawberry.field(
-        description="The embedding of the query. Read from the database only when selected."
+        description="The embedding of the query. Read from the database only when selected. "
+        "Null while it waits: it was stored while the embedding provider was down, and is "
+        "embedded in the background once the provider answers (`stats` counts the waiting "
+        "rows); until then only the text leg of search finds it."
     )
-    async def embedding(self, info: Info) -> list[float]:
-        return await info.context.loaders.episode_embedding.load(int(self.id)) or []
+    async def embedding(self, info: Info) -> list[float] | None:
+        return await info.context.loaders.episode_embedding.load(int(self.id))
 
     @classmethod
     def from_domain(cls, episode: episodes.Episode) -> Episode:

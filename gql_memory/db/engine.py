@@ -195,10 +195,16 @@ def begin(namespace: str | None, *, read_only: bool = False) -> str:
     opening = "BEGIN READ ONLY" if read_only else "BEGIN"
     if namespace is None:
         return opening
+    return f"{opening}; {namespace_setting(namespace)}"
+
+
+def namespace_setting(namespace: str) -> str:
+    """The ``SET LOCAL`` that names ``namespace`` to the row-level security policies for the
+    rest of the transaction (see ``begin``)."""
     if "\x00" in namespace:
         raise ValueError("a namespace cannot contain NUL")
     literal = "E'" + namespace.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"{opening}; SET LOCAL {NAMESPACE_SETTING} = {literal}"
+    return f"SET LOCAL {NAMESPACE_SETTING} = {literal}"
 
 
 @asynccontextmanager

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     func,
     text,
 )
@@ -58,6 +60,16 @@ def _id() -> Column[int]:
 
 def _tenant_key(table: str) -> PrimaryKeyConstraint:
     return PrimaryKeyConstraint("namespace", "id", name=f"{table}_pkey")
+
+
+def _waiting_index(table: str) -> Index:
+    """The rows stored while the embedder was down, for the worker that embeds them (0016)."""
+    return Index(
+        f"ix_{table}_embedding_waiting",
+        "namespace",
+        "id",
+        postgresql_where=text("embedding_waiting"),
+    )
 
 
 def _validity(table: str) -> list[Column[object] | CheckConstraint | ForeignKeyConstraint | Index]:
@@ -99,6 +111,8 @@ raw_dialogue = Table(
     Column("timestamp", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
     Column("embedding", Vector(), nullable=True),
+    # stored while the embedder was down: the vector is still to come (migration 0016)
+    Column("embedding_waiting", Boolean, nullable=False, server_default=false()),
     # set by transcript imports only: unique per namespace, so no import stores a turn twice
     Column("import_key", Text, nullable=True),
     _tenant_key("raw_dialogue"),
@@ -106,6 +120,7 @@ raw_dialogue = Table(
     Index("ix_raw_dialogue_ns_ts", "namespace", "timestamp"),
     Index("ix_raw_dialogue_tsv", "content_tsv", postgresql_using="gin"),
     hnsw_index("raw_dialogue"),
+    _waiting_index("raw_dialogue"),
     Index(
         "ux_raw_dialogue_import_key",
         "namespace",
@@ -196,7 +211,8 @@ insights = Table(
     _id(),
     _namespace(),
     Column("content", Text, nullable=False),
-    Column("embedding", Vector(), nullable=False),
+    Column("embedding", Vector(), nullable=True),  # NULL: waiting (0016)
+    Column("embedding_waiting", Boolean, nullable=False, server_default=false()),
     Column("source_ids", ARRAY(BigInteger), nullable=False, server_default="{}"),
     Column("metadata", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -214,6 +230,7 @@ insights = Table(
     ),
     Index("ix_insights_tsv", "content_tsv", postgresql_using="gin"),
     hnsw_index("insights"),
+    _waiting_index("insights"),
 )
 
 episodes = Table(
@@ -224,7 +241,8 @@ episodes = Table(
     Column("query", Text, nullable=False),
     Column("reward", Float, nullable=False),
     Column("reflection", Text, nullable=False),
-    Column("embedding", Vector(), nullable=False),
+    Column("embedding", Vector(), nullable=True),  # NULL: waiting (0016)
+    Column("embedding_waiting", Boolean, nullable=False, server_default=false()),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
     *_validity("episodes"),
@@ -233,6 +251,7 @@ episodes = Table(
     Index("ix_episodes_ns_created", "namespace", "created_at"),
     Index("ix_episodes_tsv", "content_tsv", postgresql_using="gin"),
     hnsw_index("episodes"),
+    _waiting_index("episodes"),
 )
 
 # Graph and decay (migration 0003).

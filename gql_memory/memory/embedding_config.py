@@ -27,7 +27,7 @@ from gql_memory.memory.vectors import vector_literal
 
 log = logging.getLogger(__name__)
 
-# table -> (SQL expression of the text that is embedded, is the embedding required)
+# table -> (SQL expression of the text that is embedded, is every row embedded)
 EMBEDDED_TABLES: dict[str, tuple[str, bool]] = {
     "insights": ("t.content", True),
     "episodes": ("t.query", True),
@@ -243,14 +243,19 @@ async def reembed(
                     pooled,
                 ):
                     counts[table] += caught_up
-        for table, (_, required) in EMBEDDED_TABLES.items():
+        for table in EMBEDDED_TABLES:
             await conn.execute(text(f"DROP INDEX IF EXISTS {hnsw_index_name(table)}"))
             await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
             await conn.execute(
                 text(f"ALTER TABLE {table} RENAME COLUMN embedding_next TO embedding")
             )
-            if required:
-                await conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN embedding SET NOT NULL"))
+            # a row that waited for its vector (memory.waiting) has one now
+            await conn.execute(
+                text(
+                    f"UPDATE {table} SET embedding_waiting = false {ALL_NAMESPACES} "
+                    "WHERE embedding_waiting AND embedding IS NOT NULL"
+                )
+            )
             await conn.execute(text(hnsw_index_ddl(table)))
         await conn.execute(recording(target))
         await conn.execute(update(embedding_config).values(reembed_target=null()))
@@ -287,7 +292,11 @@ def _previous(table: str, context_tokens: int) -> str:
 
 
 def _pending(every_row: bool) -> str:
-    return "t.embedding_next IS NULL" + ("" if every_row else " AND t.embedding IS NOT NULL")
+    """The rows still to re-embed: every row, or (raw turns) those with a vector or waiting
+    for one (memory.waiting); not those stored without on purpose (too long, embedding off)."""
+    if every_row:
+        return "t.embedding_next IS NULL"
+    return "t.embedding_next IS NULL AND (t.embedding IS NOT NULL OR t.embedding_waiting)"
 
 
 async def _fill_side_column(

@@ -36,6 +36,7 @@ from gql_memory.memory.vectors import (
     require_top_k,
     vector_literal,
 )
+from gql_memory.memory.waiting import vectors_or_wait
 
 DEFAULT_MIN_SIMILARITY = 0.70
 DEFAULT_TOP_K = 3
@@ -145,7 +146,9 @@ class Episodes:
         replaced = require_supersedes(supersedes)
         if valid_from is not None:
             valid_from = require_instant(valid_from, "validFrom")
-        [vector] = await self.embedder.embed([query], role=TextRole.DOCUMENT)
+        # the lesson is kept without its vector while the embedder is down (memory.waiting)
+        vectors = await vectors_or_wait(self.embedder, [query], "episodes")
+        vector = None if vectors is None else vector_literal(vectors[0])
         said = bindparam("query", query, type_=Text)
         lesson = bindparam("reflection", reflection, type_=Text)
         stored = insert(episodes).values(
@@ -153,7 +156,7 @@ class Episodes:
             query=said,
             reward=reward,
             reflection=lesson,
-            embedding=cast(bindparam("embedding", vector_literal(vector), type_=Text), Vector),
+            embedding=cast(bindparam("embedding", vector, type_=Text), Vector),
             created_at=func.clock_timestamp(),
             valid_from=func.coalesce(
                 bindparam("valid_from", valid_from, type_=DateTime(timezone=True)),
@@ -166,6 +169,8 @@ class Episodes:
                 func.left(said + " " + lesson, TSV_MAX_CHARS),
             ),
         )
+        if vector is None:  # stored waiting for its vector (memory.waiting)
+            stored = stored.values(embedding_waiting=True)
         async with self.db.write() as conn:
             # a new episode has superseded nothing yet: its supersedes is filled below
             row = (await conn.execute(stored.returning(*_STORED))).one()

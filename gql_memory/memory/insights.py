@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, select, text, tuple_
+from sqlalchemy import Row, and_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -42,6 +42,7 @@ from gql_memory.memory.validity import (
     valid_sql,
 )
 from gql_memory.memory.vectors import load_embeddings, require_top_k, vector_literal
+from gql_memory.memory.waiting import vectors_or_wait
 
 MAX_SOURCE_IDS = 1000
 # The facts an insight superseded, newest link first (the reverse of superseded_by).
@@ -173,7 +174,8 @@ class Insights:
         if self.settings.redact_insights:  # the optional redaction gate (SPEC §3.8)
             chars = sum(len(r["content"]) + len(r["metadata_json"] or "") for r in rows)
             rows = await run_cpu(chars, _redacted, rows)
-        vectors = await self.embedder.embed([r["content"] for r in rows], role=TextRole.DOCUMENT)
+        # the insight is kept without its vector while the embedder is down (memory.waiting)
+        vectors = await vectors_or_wait(self.embedder, [r["content"] for r in rows], "insights")
         async with self.db.write() as conn:
             await self._check_sources(conn, {s for r in rows for s in r["source_ids"]})
             result = await conn.execute(
@@ -200,7 +202,9 @@ class Insights:
                     "tsconfig": self.settings.text_search_config,
                     "tsv_max": TSV_MAX_CHARS,
                     "contents": [r["content"] for r in rows],
-                    "embeddings": [vector_literal(v) for v in vectors],
+                    "embeddings": [None] * len(rows)
+                    if vectors is None
+                    else [vector_literal(v) for v in vectors],
                     "source_ids": [
                         "{" + ",".join(str(s) for s in r["source_ids"]) + "}" for r in rows
                     ],
@@ -209,6 +213,13 @@ class Insights:
                 },
             )
             added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+            if vectors is None:  # stored waiting for their vectors (memory.waiting)
+                await conn.execute(
+                    update(insights)
+                    .where(insights.c.namespace == self.namespace)
+                    .where(any_of(insights.c.id, [i.id for i in added]))
+                    .values(embedding_waiting=True)
+                )
             added = [
                 await self._supersede(conn, insight, row["supersedes"])
                 for insight, row in zip(added, rows, strict=True)

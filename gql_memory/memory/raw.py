@@ -15,6 +15,7 @@ from sqlalchemy import Row, and_, select, text, tuple_
 from gql_memory.config import EVENTS_CHANNEL, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.clauses import any_of
+from gql_memory.db.engine import namespace_setting
 from gql_memory.db.tables import raw_dialogue
 from gql_memory.embeddings import EmbeddingProvider
 from gql_memory.embeddings.windows import token_counter
@@ -155,6 +156,13 @@ SELECT * FROM gql_memory_store_turns(
 """
 
 
+# Marks the turns just stored whose vectors are still to come (migration 0016).
+MARK_WAITING_SQL = """
+UPDATE raw_dialogue SET embedding_waiting = true
+WHERE namespace = $1 AND id = ANY(CAST($2 AS bigint[])) AND embedding IS NULL
+"""
+
+
 def _log_decayed(namespace: str, decayed: Sequence[int]) -> None:
     """Seed 000's log line for the working memory that storing turns let decay (the turns
     are write events of their sessions, migration 0012): ids and reason, never content."""
@@ -217,9 +225,21 @@ class RawDialogueStore:
                 raise ValidationError(f"turn {index}: {exc}") from exc
         if self.settings.redact_raw_dialogue:  # the optional redaction gate (SPEC §3.8)
             await run_cpu(sum(len(r["content"]) for r in rows), _redact_in_place, rows)
-        embeddings = await self._embed(rows)
+        embeddings, waiting = await self._embed(rows)
         async with self.db.statement() as conn:
-            stored = await conn.fetch(STORE_TURNS_SQL, *self._store_arguments(rows, embeddings))
+            if not waiting:
+                stored = await conn.fetch(STORE_TURNS_SQL, *self._store_arguments(rows, embeddings))
+            else:  # the embedder is down: the turns are stored waiting for their vectors
+                async with conn.transaction():
+                    await conn.execute(namespace_setting(self.namespace))
+                    stored = await conn.fetch(
+                        STORE_TURNS_SQL, *self._store_arguments(rows, embeddings)
+                    )
+                    await conn.execute(
+                        MARK_WAITING_SQL,
+                        self.namespace,
+                        [r[0] for r in stored if (r[2], r[3]) in waiting],
+                    )
         if stored:  # seed 004's log line, one per call (a batch names its ids and sessions)
             log.info(
                 "stored raw dialogue: ids %s (session %s)",
@@ -274,12 +294,16 @@ class RawDialogueStore:
             process_origin(),
         )
 
-    async def _embed(self, rows: list[dict[str, Any]]) -> list[str | None]:
-        """Embeddings for hybrid search, when enabled. The transcript matters more than its
-        vectors: if the provider is down, turns are stored without (reembed fills them), and
-        so is a turn longer than GQL_MEMORY_EMBEDDING_MAX_CHARS (the text leg finds it)."""
+    async def _embed(
+        self, rows: list[dict[str, Any]]
+    ) -> tuple[list[str | None], set[tuple[str, str]]]:
+        """Embeddings for hybrid search, when enabled, and the (speaker, content) of the turns
+        that wait for theirs. The transcript matters more than its vectors: if the provider
+        is down, turns are stored waiting (memory.waiting embeds them once it is back); a
+        turn longer than GQL_MEMORY_EMBEDDING_MAX_CHARS is stored without (the text leg
+        finds it)."""
         if not self.settings.embed_raw_dialogue or self.embedder is None:
-            return [None] * len(rows)
+            return [None] * len(rows), set()
         documents = await self._documents(rows)
         bound = self.settings.embedding_max_chars
         embeddable = [i for i, d in enumerate(documents) if len(d) <= bound]
@@ -292,7 +316,7 @@ class RawDialogueStore:
             )
         embeddings: list[str | None] = [None] * len(rows)
         if not embeddable:
-            return embeddings
+            return embeddings, set()
         try:
             chosen = [documents[i] for i in embeddable]
             vectors = await turn_vectors(
@@ -303,11 +327,11 @@ class RawDialogueStore:
                 else chosen,
             )
         except ServiceUnavailableError as exc:
-            log.warning("storing %d turns without embeddings: %s", len(rows), exc)
-            return embeddings
+            log.warning("storing %d turns waiting for their embeddings: %s", len(embeddable), exc)
+            return embeddings, {(rows[i]["speaker"], rows[i]["content"]) for i in embeddable}
         for i, vector in zip(embeddable, vectors, strict=True):
             embeddings[i] = vector_literal(vector)
-        return embeddings
+        return embeddings, set()
 
     async def _documents(self, rows: list[dict[str, Any]]) -> list[str]:
         """What is embedded for each turn beside the turn alone (see ``turn_vectors``): the

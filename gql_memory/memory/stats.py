@@ -21,7 +21,11 @@ SELECT
   (SELECT count(*) FROM (
       SELECT session_id FROM working_memory WHERE namespace = :ns
       UNION SELECT session_id FROM raw_dialogue WHERE namespace = :ns
-  ) s) AS sessions
+  ) s) AS sessions,
+  (SELECT count(*) FROM raw_dialogue WHERE namespace = :ns AND embedding_waiting)
+    + (SELECT count(*) FROM insights WHERE namespace = :ns AND embedding_waiting)
+    + (SELECT count(*) FROM episodes WHERE namespace = :ns AND embedding_waiting)
+    AS embeddings_waiting
 """
 
 
@@ -35,6 +39,8 @@ class MemoryStats:
     nodes: int
     edges: int
     sessions: int
+    # rows stored while the embedder was down, waiting for their vectors (memory.waiting)
+    embeddings_waiting: int = 0
 
 
 async def memory_stats(db: Database, namespace: str) -> MemoryStats:

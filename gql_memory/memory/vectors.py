@@ -51,7 +51,9 @@ async def load_embeddings(
     async with db.read() as conn:
         rows = await conn.execute(
             select(embedded.c.id, cast(embedded.c.embedding, Text)).where(
-                embedded.c.namespace == namespace, any_of(embedded.c.id, ids)
+                embedded.c.namespace == namespace,
+                any_of(embedded.c.id, ids),
+                embedded.c.embedding.is_not(None),  # waiting for its vector (memory.waiting)
             )
         )
         return {row_id: parse_vector(vector) for row_id, vector in rows}

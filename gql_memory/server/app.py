@@ -24,6 +24,7 @@ from gql_memory.db.fair import FairShare
 from gql_memory.db.migrate import is_current
 from gql_memory.db.supervision import EmbeddedState, StateFile
 from gql_memory.embeddings import describe, make_provider
+from gql_memory.embeddings.breaker import CircuitBreakerEmbedder, embedder_health
 from gql_memory.embeddings.instrumented import InstrumentedEmbedder
 from gql_memory.errors import ForbiddenError, ServiceUnavailableError
 from gql_memory.keys import KeyVerifier, auth_mode
@@ -94,7 +95,11 @@ async def readyz(request: Request) -> Response:
         return JSONResponse({"status": "unavailable", "database": "unreachable", **replicas}, 503)
     if not current:
         return JSONResponse({"status": "unavailable", "database": "migrations pending"}, 503)
-    return JSONResponse({"status": "ok", "database": "ok", **replicas})
+    # An embedder that is down leaves the server ready: writes are stored waiting for their
+    # vectors and searches answer from their text leg; "degraded" says why.
+    health = embedder_health(request.app.state.embedder)
+    status = "ok" if health.state == "ok" else "degraded"
+    return JSONResponse({"status": status, "database": "ok", "embedder": health.body(), **replicas})
 
 
 async def metrics_endpoint(request: Request) -> Response:
@@ -129,7 +134,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         )
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        embedder = InstrumentedEmbedder(make_provider(settings), metrics)
+        embedder = CircuitBreakerEmbedder.for_settings(
+            InstrumentedEmbedder(make_provider(settings), metrics),
+            settings,
+            on_change=metrics.embedder_changed,
+        )
+        metrics.embedder_changed(embedder.health())
         listener: EventListener | None = None
         try:
             async with runtime.open(
@@ -167,6 +177,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                     StateFile(published) if published else None
                 )
                 app.state.embedder = rt.embedder  # with tracing on, it makes spans too
+                if rt.backfill is not None:
+                    rt.backfill.observer = metrics.backfill_pass
                 app.state.event_hub = hub if live else None
                 app.state.metrics = metrics
                 app.state.authenticator = Authenticator(settings, verifier)

@@ -28,12 +28,14 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gql_memory.config import Settings
+from gql_memory.embeddings.breaker import EmbedderHealth
 from gql_memory.memory.events import MemoryEvent, process_origin
 
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 DELIVERY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+EMBEDDER_STATES = ("ok", "degraded", "down")
 _METRIC_FILE = re.compile(r"_(\d+)\.db$")
 
 
@@ -118,6 +120,29 @@ class Metrics:
             "Time per embedding call (a batch of texts), retries included.",
             ["provider"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.embedder_state = Gauge(
+            "gql_memory_embedder_state",
+            "1 for the embedder's state in this process, 0 for the others: ok; degraded (the "
+            "last call failed); down (its circuit breaker is open: calls fail at once).",
+            ["state"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.embeddings_waiting = Gauge(
+            "gql_memory_embeddings_waiting",
+            "Rows (raw turns, insights, episodes) stored while the embedder was down, still "
+            "waiting for their vectors, in every namespace (as the last background pass "
+            "counted them).",
+            ["table"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.embeddings_backfilled = Counter(
+            "gql_memory_embeddings_backfilled",
+            "Waiting rows embedded in the background once the embedder was back.",
+            ["table"],
             registry=r,
         )
         self.subscriptions = Gauge(
@@ -257,6 +282,17 @@ class Metrics:
         self.embedding_requests.labels(provider, "ok" if ok else "error").inc()
         self.embedding_texts.labels(provider).inc(texts)
         self.embedding_seconds.labels(provider).observe(seconds)
+
+    def embedder_changed(self, health: EmbedderHealth) -> None:
+        for state in EMBEDDER_STATES:
+            self.embedder_state.labels(state).set(1 if state == health.state else 0)
+
+    def backfill_pass(self, embedded: dict[str, int], waiting: dict[str, int]) -> None:
+        for table, count in embedded.items():
+            if count:
+                self.embeddings_backfilled.labels(table).inc(count)
+        for table, count in waiting.items():
+            self.embeddings_waiting.labels(table).set(count)
 
     # --- ApqObserver (gql_memory.api.persisted) ------------------------------------------
 

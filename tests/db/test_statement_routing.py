@@ -361,9 +361,12 @@ def test_the_workload_reaches_every_tenant_table_and_the_statements_inside_funct
 
 def test_only_the_operators_commands_read_every_namespace(captured: list[str]) -> None:
     """The statements marked as reading every namespace come from re-embedding (the
-    `reembed` command over the whole database), never from a request."""
+    `reembed` command over the whole database) and from embedding the rows that waited for
+    their vectors (memory/waiting.py: which namespaces hold some, how many), never from a
+    request."""
     fanned_out = [sql for sql in captured if reads_every_namespace(sql)]
     assert fanned_out
-    assert all("embedding_next" in sql or "DISTINCT namespace" in sql for sql in fanned_out), (
-        fanned_out
-    )
+    assert all(
+        "embedding_next" in sql or "DISTINCT namespace" in sql or "embedding_waiting" in sql
+        for sql in fanned_out
+    ), fanned_out

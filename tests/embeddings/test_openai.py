@@ -119,9 +119,15 @@ async def test_persistent_failure_is_service_unavailable(
 ) -> None:
     fake.always_fail = 500
     provider = OpenAIEmbedder(openai_settings(settings, fake, embedding_max_retries=2))
-    with pytest.raises(ServiceUnavailableError, match="embedding provider is unavailable"):
+    with pytest.raises(ServiceUnavailableError) as raised:
         await provider.embed(["x"], role=TextRole.DOCUMENT)
     assert len(fake.requests) == 3
+    # the provider, its host and model, and what went wrong; never the key
+    host = fake.base_url.removeprefix("http://").removesuffix("/v1")
+    assert str(raised.value) == (
+        f"The embedding provider openai at http://{host}/v1 (model text-embedding-3-small) "
+        "is unavailable: HTTP 500."
+    )
 
 
 async def test_client_errors_are_not_retried(settings: Settings, fake: FakeOpenAI) -> None:
@@ -139,24 +145,34 @@ async def test_wrong_dimension_is_refused(settings: Settings, fake: FakeOpenAI) 
         await provider.embed(["x"], role=TextRole.DOCUMENT)
 
 
-async def test_failed_embedding_writes_nothing(
+async def test_failed_embedding_stores_the_rows_waiting(
     db: Database, settings: Settings, fake: FakeOpenAI
 ) -> None:
+    """Issue 43, items 3-4: a provider that fails costs no write its row (it was lost before:
+    addInsight and storeEpisode failed with SERVICE_UNAVAILABLE and stored nothing)."""
     await truncate_all(db)
     memory = Memory(db, openai_settings(settings, fake, embedding_max_retries=1))
     fake.always_fail = 500
-    with pytest.raises(ServiceUnavailableError):
-        await memory.insights.add("never stored")
-    with pytest.raises(ServiceUnavailableError):
-        await memory.episodes.store("never stored", 0.5, "lesson")
+    insight = await memory.insights.add("stored while the embedder was down")
+    episode = await memory.episodes.store("stored while down", 0.5, "lesson")
     async with db.read() as conn:
-        counts = await conn.scalar(
-            text("SELECT (SELECT count(*) FROM insights) + (SELECT count(*) FROM episodes)")
-        )
-    assert counts == 0
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT 'insight', id, embedding IS NULL, embedding_waiting FROM insights "
+                    "UNION ALL "
+                    "SELECT 'episode', id, embedding IS NULL, embedding_waiting FROM episodes"
+                )
+            )
+        ).all()
+    assert sorted(tuple(r) for r in rows) == [
+        ("episode", episode.id, True, True),
+        ("insight", insight.id, True, True),
+    ]
+    assert (await memory.stats()).embeddings_waiting == 2
 
 
-async def test_api_reports_service_unavailable_and_writes_nothing(
+async def test_api_stores_the_insight_while_the_provider_fails(
     db: Database, settings: Settings, fake: FakeOpenAI
 ) -> None:
     import httpx
@@ -164,19 +180,23 @@ async def test_api_reports_service_unavailable_and_writes_nothing(
     from gql_memory.server.app import create_app
 
     await truncate_all(db)
-    app = create_app(openai_settings(settings, fake, embedding_max_retries=1))
+    app = create_app(
+        openai_settings(settings, fake, embedding_max_retries=1, embedding_backfill_interval_s=0)
+    )
     server, task, base_url = await start_live_server(app)
     try:
         async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
             api = LiveServer(base_url, client)
             fake.always_fail = 503
-            error = await api.error('mutation { addInsight(input: {content: "x"}) { id } }')
-            assert error["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+            stored = await api.data(
+                'mutation { addInsight(input: {content: "x"}) { id embedding } }'
+            )
+            assert stored["addInsight"]["id"] and stored["addInsight"]["embedding"] is None
             fake.always_fail = None
-            stored = await api.data('mutation { addInsight(input: {content: "x"}) { id } }')
+            stored = await api.data('mutation { addInsight(input: {content: "y"}) { id } }')
             assert stored["addInsight"]["id"]
-            stats = await api.data("{ stats { insights } }")
-            assert stats["stats"]["insights"] == 1
+            stats = await api.data("{ stats { insights embeddingsWaiting } }")
+            assert stats["stats"] == {"insights": 2, "embeddingsWaiting": 1}
     finally:
         server.should_exit = True
         await task

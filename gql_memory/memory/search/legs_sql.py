@@ -23,7 +23,6 @@ class _Layer:
     content: str  # SQL expression of the text shown for a hit
     session: str  # SQL expression of the session id (or NULL)
     node_column: str  # nodes.<column> that ties a node to a row of this layer
-    extra_where: str = ""  # more conditions on the vector leg's rows (alias t)
     facts: bool = True  # rows have a validity interval (raw turns are events: they don't)
 
     def valid(self, alias: str, when: When | bool) -> str:
@@ -56,7 +55,6 @@ LAYERS: dict[MemoryLayer, _Layer] = {
         "speaker || ': ' || content",
         "session_id",
         "raw_id",
-        " AND t.embedding IS NOT NULL",
         facts=False,
     ),
 }
@@ -215,7 +213,7 @@ def vector_ctes(layer: MemoryLayer, when: When | bool = False, limit: str = ":n"
     """The nearest rows valid now (or at :as_of), found as memory/search/nearest.py finds them:
     exactly in a small namespace, through the shared HNSW index in a large one."""
     spec = LAYERS[layer]
-    conditions = spec.valid("t", when) + spec.extra_where
+    conditions = spec.valid("t", when)
     name = layer.value.lower()
     return nearest_ctes(f"nearest_{name}", spec.table, conditions, limit=limit, size=f"size_{name}")
 

@@ -36,7 +36,8 @@ def nearest_ctes(
     ``distance + 0`` so that the planner cannot take the HNSW index for it.
     """
     distance = f"t.embedding <=> CAST({vector} AS vector)"
-    where = f"t.namespace = :ns AND {conditions}"
+    # a row stored while the embedder was down has no vector yet (memory.waiting)
+    where = f"t.namespace = :ns AND t.embedding IS NOT NULL AND {conditions}"
     counted = ""
     if size is None:
         size = f"{name}_size"

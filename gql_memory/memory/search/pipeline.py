@@ -19,12 +19,14 @@ final hits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from gql_memory.config import TIME_RANKING_DEPTH, Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole
+from gql_memory.errors import ServiceUnavailableError
 from gql_memory.memory.search.boosts import boost_speaker, propagate_graph, share_sessions
 from gql_memory.memory.search.fusion import fuse
 from gql_memory.memory.search.hits import explained_hits
@@ -99,10 +101,18 @@ class HybridSearch:
         if request.interpret_time and not request.limited:
             period = await query_period(request.query, request.reference_time, self.settings)
         vector = None
+        skipped = None
         if request.weights.vector:  # a leg weighted 0 is off
-            [embedding] = await self.embedder.embed([request.query], role=TextRole.QUERY)
-            vector = vector_literal(embedding)
-        calibration = calibration_for(self.embedder.model)
+            try:
+                [embedding] = await self.embedder.embed([request.query], role=TextRole.QUERY)
+                vector = vector_literal(embedding)
+            except ServiceUnavailableError as exc:
+                if not request.weights.text:
+                    raise  # the vector leg alone was asked for: nothing can answer
+                # the text leg answers alone, and every hit says why (vectorLegSkipped)
+                skipped = f"vector leg skipped: {exc}"
+                request = replace(request, weights=SearchWeights(0.0, request.weights.text))
+        calibration = None if skipped else calibration_for(self.embedder.model)
         async with self.db.read() as conn:
             if period is None:
                 hits = await self._ranked(
@@ -112,6 +122,8 @@ class HybridSearch:
                 depth = max(request.top_k, TIME_RANKING_DEPTH)
                 plain = await self._ranked(conn, request, vector, calibration, depth)
                 hits = rank_with_period(plain, period, self.settings.rrf_k, request.top_k)
+        if skipped:
+            hits = [replace(h, vector_leg_skipped=skipped) for h in hits]
         return [h for h in hits if h.relevance >= request.min_relevance]
 
     async def _ranked(

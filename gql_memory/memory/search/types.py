@@ -165,3 +165,6 @@ class SearchHit:
     relevance: float = 0.0
     best_cosine: float | None = None
     best_text_score: float | None = None
+    # why the vector leg was not searched although asked for (the embedder is down): the
+    # hits come from the text leg alone, their relevance from the text signal alone
+    vector_leg_skipped: str | None = None
