@@ -36,6 +36,7 @@ from gql_memory.memory.validation import (
     require_text,
 )
 from gql_memory.memory.vectors import vector_literal
+from gql_memory.memory.waiting import note_waiting
 from gql_memory.memory.working.decay import decay_rate, delete_threshold
 
 log = logging.getLogger(__name__)
@@ -328,6 +329,7 @@ class RawDialogueStore:
             )
         except ServiceUnavailableError as exc:
             log.warning("storing %d turns waiting for their embeddings: %s", len(embeddable), exc)
+            note_waiting(len(embeddable))
             return embeddings, {(rows[i]["speaker"], rows[i]["content"]) for i in embeddable}
         for i, vector in zip(embeddable, vectors, strict=True):
             embeddings[i] = vector_literal(vector)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,17 @@ BATCH = 64
 # one process per database embeds waiting rows: whoever holds this advisory lock
 ADVISORY_LOCK_KEY = 0x67716C_77616974  # "gql" "wait"
 Progress = Callable[[str, int], None]
+# Without a row stored waiting by this process, a worker looks for other processes' (or an
+# earlier run's) waiting rows this seldom: the look reads every namespace (on a distributed
+# database, every shard), so it is not repeated every interval for nothing.
+FULL_LOOK_EVERY_S = 300.0
+_stored_waiting = 0  # rows this process stored waiting (memory.raw, insights, episodes)
+
+
+def note_waiting(count: int) -> None:
+    """Tell this process's worker that rows were stored waiting: it looks at its next pass."""
+    global _stored_waiting
+    _stored_waiting += count
 
 
 async def vectors_or_wait(
@@ -51,6 +63,7 @@ async def vectors_or_wait(
         return await embedder.embed(texts, role=TextRole.DOCUMENT)
     except ServiceUnavailableError as exc:
         log.warning("storing %d %s waiting for their embeddings: %s", len(texts), table, exc)
+        note_waiting(len(texts))
         return None
 
 
@@ -167,8 +180,17 @@ class BackfillWorker:
     embedder answers (its circuit breaker is not open), in the process that holds the
     database's advisory lock for the pass. ``db`` reads every namespace (the owner)."""
 
-    def __init__(self, db: Database, provider: EmbeddingProvider, settings: Settings) -> None:
+    def __init__(
+        self,
+        db: Database,
+        provider: EmbeddingProvider,
+        settings: Settings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.db = db
+        self.clock = clock
+        self.seen_stored = -1  # _stored_waiting at the last look (-1: never looked)
+        self.looked_at = 0.0
         self.provider = provider
         self.recipe = TurnRecipe.from_settings(settings)
         self.interval_s = settings.embedding_backfill_interval_s
@@ -188,9 +210,21 @@ class BackfillWorker:
                 await self._task
             self._task = None
 
+    def due(self) -> bool:
+        """Whether to look for waiting rows now: this process stored some since its last
+        look (or rows it looked at are still waiting), it never looked, or it has not
+        looked for FULL_LOOK_EVERY_S."""
+        return (
+            self.seen_stored != _stored_waiting
+            or bool(self.state.waiting and any(self.state.waiting.values()))
+            or self.clock() - self.looked_at >= FULL_LOOK_EVERY_S
+        )
+
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
+            if not self.due():
+                continue
             try:
                 await self.run_once()
             except ServiceUnavailableError as exc:
@@ -206,6 +240,7 @@ class BackfillWorker:
             if health.retry_in_s:  # the breaker would refuse every call until then
                 return None
         done: dict[str, int] | None = None
+        self.seen_stored, self.looked_at = _stored_waiting, self.clock()
         async with self.db.engine.connect() as lock:
             got = await lock.scalar(
                 text("SELECT pg_try_advisory_lock(:key)"), {"key": ADVISORY_LOCK_KEY}

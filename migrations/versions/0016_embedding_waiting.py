@@ -26,7 +26,19 @@ depends_on = None
 TABLES = ("raw_dialogue", "insights", "episodes")
 
 
+def _one_connection_per_node() -> None:
+    """On Citus, these DDL run over one connection per worker: a migration after this one in
+    the same transaction may create functions (0014's downgrade does), which Citus refuses
+    after a parallel operation on a distributed table."""
+    citus = (
+        op.get_bind().exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar()
+    )
+    if citus:
+        op.execute("SET LOCAL citus.multi_shard_modify_mode = 'sequential'")
+
+
 def upgrade() -> None:
+    _one_connection_per_node()
     for table in TABLES:
         op.add_column(
             table,
@@ -43,6 +55,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _one_connection_per_node()
     # a row still waiting has no vector to keep under NOT NULL: it goes with the mark
     for table in ("insights", "episodes"):
         op.execute(f"DELETE FROM {table} WHERE embedding IS NULL")

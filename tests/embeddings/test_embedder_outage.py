@@ -309,3 +309,28 @@ async def test_reembed_missing_embeds_the_waiting_rows_while_a_server_is_up(
     expected = HashEmbedder(memory.embedder.dim).embed_one(insight.content)
     assert close((await vectors(db, "insights"))[insight.id], expected)
     assert await waiting_counts(db) == {"raw_dialogue": 0, "insights": 0, "episodes": 0}
+
+
+async def test_the_worker_looks_only_when_rows_were_stored_waiting_or_seldom(
+    db: Database, settings: Settings, fake: FakeOpenAI
+) -> None:
+    """Its look reads every namespace (every shard of a distributed database): a process
+    that stored nothing waiting looks once, then every FULL_LOOK_EVERY_S."""
+    from gql_memory.memory import waiting
+
+    await truncate_all(db)
+    now = [1000.0]
+    memory = Memory(db, settings)
+    worker = BackfillWorker(db, memory.embedder, settings, clock=lambda: now[0])
+    assert worker.due()  # never looked
+    await worker.run_once()
+    assert not worker.due()
+    now[0] += waiting.FULL_LOOK_EVERY_S
+    assert worker.due()
+    await worker.run_once()
+    failing = Memory(db, hanging_settings(settings, fake))
+    fake.always_fail = 503
+    await failing.insights.add("stored while the embedder answers 503")
+    assert worker.due()  # this process stored a row waiting
+    await worker.run_once()
+    assert not worker.due()
