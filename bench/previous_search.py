@@ -104,12 +104,11 @@ def vector_leg(layer: MemoryLayer, when: When | bool = False) -> str:
     """The nearest rows valid now (or at :as_of); the validity test filters during the HNSW
     index scan (iterative scans go on until enough rows pass)."""
     spec = LAYERS[layer]
-    extra = spec.extra_where.replace("t.embedding", "embedding")
     return f"""
     (SELECT '{layer.value}' AS layer, 'vector' AS leg, id,
             1 - (embedding <=> CAST(:vector AS vector)) AS score
      FROM {spec.table}
-     WHERE namespace = :ns{extra} AND {spec.valid(spec.table, when)}
+     WHERE namespace = :ns AND embedding IS NOT NULL AND {spec.valid(spec.table, when)}
      ORDER BY embedding <=> CAST(:vector AS vector)
      LIMIT :n)"""
 
