@@ -1,18 +1,22 @@
 """Reading time in the query beside hostile queries (issue 43, item 1).
 
     python -m bench.time_reading              # writes its section of docs/benchmarks-security.md
-    python -m bench.time_reading --no-write
+    python -m bench.time_reading --no-write --slots 0 1 2
 
 1. What each input costs to read: the CPU time (this process) of dateparser over the whole
    first 300 characters, as the reader did before issue 43, and of the reader now (only the
    spans around its cues; refused before any parsing above TIME_READ_MAX_NUMBERS numbers).
-2. One real `gql-memory serve` (API keys required, hash embedder, its own embedded
-   PostgreSQL) and two tenants. The victim searches its raw turns with `interpretTime` one at
+2. Real `gql-memory serve`s (API keys required, hash embedder, each its own embedded
+   PostgreSQL), one per GQL_MEMORY_ADMISSION_SLOTS compared (0: fair admission off), all up
+   at once, and two tenants. The victim searches its raw turns with `interpretTime` one at
    a time; its p50 alone, and beside clients of the other tenant searching in a loop (in
    another process) with the issue's hostile inputs, and with the costliest input found
    within the bounds (it reaches the CPU ceiling), each with interpretTime and without it
-   (the same searches but for the reading). The modes run in short phases, in rotation, so
-   that the machine's load hits all alike. Ratio: p50 against the victim's p50 alone.
+   (the same searches but for the reading). The rows run in short phases, rotated over the
+   servers and the rows, so that the machine's load hits all alike. Ratio: p50 against the
+   victim's p50 alone on the same server.
+3. What fair admission costs a tenant alone: its 12 clients' searches per second on each
+   server, measured between the phases above.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ import httpx
 
 from bench.common import DOCS, percentile, write_section
 from bench.load import Serve, embedded_url, stop_leftover_database
-from gql_memory.config import TIME_READ_MAX_CHARS, TIME_READ_MAX_NUMBERS
+from gql_memory.config import TIME_READ_MAX_CHARS, TIME_READ_MAX_NUMBERS, Settings
 from gql_memory.db import Database
 from gql_memory.keys import ApiKeyStore
 from gql_memory.memory.search import period
@@ -43,6 +48,7 @@ SECTION = "## Reading time in the query beside hostile queries"
 ATTACKERS = 12
 QUERIES = 160  # of the victim, over all phases of one mode
 PHASES = 4
+THROUGHPUT_S = 20.0  # one tenant's 12 clients alone, per server, over all phases
 REFERENCE = "2023-05-20T12:00:00Z"
 TURNS = [  # (day of 2023, what was said)
     ("2023-05-13T10:00:00Z", "We went on the camping trip to the lake and cooked fish"),
@@ -170,85 +176,155 @@ async def victim(http: httpx.AsyncClient, count: int, offset: int) -> tuple[list
     return latencies, read
 
 
-Found = dict[str, tuple[list[float], int]]  # per mode: the victim's latencies, periods read
+Key = tuple[int, str]  # (admission slots, mode)
+Found = dict[Key, tuple[list[float], int]]  # the victim's latencies and periods read
+
+
+@dataclass
+class Server:
+    """One `gql-memory serve` of the run, with its GQL_MEMORY_ADMISSION_SLOTS and keys."""
+
+    slots: int
+    serve: Serve
+    keys: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.serve.url
+
+    def client(self, who: str) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.keys[who]}"}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=120)
+
+
+def modes() -> dict[str, tuple[int, list[str], bool] | None]:
+    """Each row's attack: (clients, their queries, interpretTime), None for the victim alone."""
+    hostile = list(hostile_inputs().values())
+    issue, within = list(hostile[:3]), [hostile[3]]
+    return {
+        "alone": None,
+        f"beside {ATTACKERS} clients, the issue's inputs without interpretTime": (
+            ATTACKERS,
+            issue,
+            False,
+        ),
+        "beside 4 clients, the issue's hostile inputs": (4, issue, True),
+        f"beside {ATTACKERS} clients, the issue's hostile inputs": (ATTACKERS, issue, True),
+        f"beside {ATTACKERS} clients, within the bounds, without interpretTime": (
+            ATTACKERS,
+            within,
+            False,
+        ),
+        f"beside {ATTACKERS} clients, within the bounds (CPU ceiling)": (ATTACKERS, within, True),
+    }
+
+
+async def seed(server: Server) -> None:
+    """The victim's turns and a few of the attacker's (hits to carry periodNotRead)."""
+    for who, turns in (("victim", TURNS), ("attacker", TURNS[:6])):
+        async with server.client(who) as http:
+            for stamp, content in turns:
+                turn = {"sessionId": "s", "speaker": "user", "content": content, "timestamp": stamp}
+                await http.post("/graphql", json={"query": STORE, "variables": {"t": turn}})
+    async with server.client("victim") as http:
+        await victim(http, 8, 0)  # warm: the time readers start, plans are cached
+
+
+async def throughput(server: Server, seconds: float) -> tuple[int, list[float]]:
+    """One tenant alone, ATTACKERS clients searching in a loop (the victim's time questions,
+    with interpretTime): the searches answered in ``seconds`` and their latencies (ms)."""
+    latencies: list[float] = []
+    async with server.client("attacker") as http:
+
+        async def client(i: int, until: float) -> None:
+            while time.perf_counter() < until:
+                question = QUESTIONS[(i + len(latencies)) % len(QUESTIONS)]
+                variables = {"q": question, "i": True, "r": REFERENCE}
+                started = time.perf_counter()
+                response = await http.post(
+                    "/graphql", json={"query": SEARCH, "variables": variables}
+                )
+                assert "errors" not in response.json(), response.text
+                if time.perf_counter() < until:
+                    latencies.append((time.perf_counter() - started) * 1000)
+
+        await asyncio.gather(*(client(i, time.perf_counter() + 1) for i in range(ATTACKERS)))
+        latencies.clear()  # a second to warm up, then the window
+        until = time.perf_counter() + seconds
+        await asyncio.gather(*(client(i, until) for i in range(ATTACKERS)))
+    return len(latencies), latencies
 
 
 async def measure(
-    url: str, keys: dict[str, str], queries: int
-) -> tuple[Found, dict[str, Counter[str]]]:
-    async with httpx.AsyncClient(
-        base_url=url, headers={"Authorization": f"Bearer {keys['victim']}"}, timeout=120
-    ) as http:
-        for stamp, content in TURNS:
-            turn = {"sessionId": "s", "speaker": "user", "content": content, "timestamp": stamp}
-            await http.post("/graphql", json={"query": STORE, "variables": {"t": turn}})
-        await victim(http, 8, 0)  # warm: the time readers start, plans are cached
-    attacker_headers = {"Authorization": f"Bearer {keys['attacker']}"}
-    async with httpx.AsyncClient(base_url=url, headers=attacker_headers, timeout=120) as http:
-        for stamp, content in TURNS[:6]:  # hits to carry periodNotRead
-            turn = {"sessionId": "s", "speaker": "user", "content": content, "timestamp": stamp}
-            await http.post("/graphql", json={"query": STORE, "variables": {"t": turn}})
-    async with httpx.AsyncClient(
-        base_url=url, headers={"Authorization": f"Bearer {keys['victim']}"}, timeout=120
-    ) as http:
-        hostile = list(hostile_inputs().values())
-        issue, within = list(hostile[:3]), [hostile[3]]
-        modes: dict[str, tuple[int, list[str], bool] | None] = {
-            "alone": None,
-            f"beside {ATTACKERS} clients, the issue's inputs without interpretTime": (
-                ATTACKERS,
-                issue,
-                False,
-            ),
-            "beside 4 clients, the issue's hostile inputs": (4, issue, True),
-            f"beside {ATTACKERS} clients, the issue's hostile inputs": (ATTACKERS, issue, True),
-            f"beside {ATTACKERS} clients, within the bounds, without interpretTime": (
-                ATTACKERS,
-                within,
-                False,
-            ),
-            f"beside {ATTACKERS} clients, within the bounds (CPU ceiling)": (
-                ATTACKERS,
-                within,
-                True,
-            ),
-        }
-        found: dict[str, tuple[list[float], int]] = {name: ([], 0) for name in modes}
-        attacks: dict[str, Counter[str]] = {name: Counter() for name in modes}
-        per_phase = queries // PHASES
-        context = multiprocessing.get_context("spawn")
-        for phase in range(PHASES):
-            names = list(modes)[phase % len(modes) :] + list(modes)[: phase % len(modes)]
-            for name in names:
-                running, stop, answers = context.Event(), context.Event(), context.Queue()
-                attacker = None
-                if (mode := modes[name]) is not None:
-                    attacker = context.Process(
-                        target=attack,
-                        args=(url, keys["attacker"], *mode, running, stop, answers),
-                    )
-                    attacker.start()
-                    await asyncio.to_thread(running.wait, 120)  # the attack under way
+    servers: list[Server], queries: int, throughput_s: float
+) -> tuple[Found, dict[Key, Counter[str]], dict[int, tuple[int, list[float]]]]:
+    rows = modes()
+    found: Found = {(server.slots, name): ([], 0) for server in servers for name in rows}
+    attacks: dict[Key, Counter[str]] = {key: Counter() for key in found}
+    rates: dict[int, tuple[int, list[float]]] = {server.slots: (0, []) for server in servers}
+    per_phase = queries // PHASES
+    context = multiprocessing.get_context("spawn")
+    pairs = [(server, name) for server in servers for name in rows]
+    for phase in range(PHASES):
+        shift = phase * len(pairs) // PHASES
+        for server, name in pairs[shift:] + pairs[:shift]:
+            key = (server.slots, name)
+            running, stop, answers = context.Event(), context.Event(), context.Queue()
+            attacker = None
+            if (mode := rows[name]) is not None:
+                attacker = context.Process(
+                    target=attack,
+                    args=(server.url, server.keys["attacker"], *mode, running, stop, answers),
+                )
+                attacker.start()
+                await asyncio.to_thread(running.wait, 120)  # the attack under way
+            async with server.client("victim") as http:
                 latencies, read = await victim(http, per_phase, phase)
-                stop.set()
-                if attacker is not None:
-                    attacks[name].update(answers.get(timeout=60))
-                    attacker.join(60)
-                found[name] = (found[name][0] + latencies, found[name][1] + read)
-                print(f"phase {phase} {name}: p50 {percentile(latencies, 50):.1f} ms", flush=True)
-        return found, attacks
+            stop.set()
+            if attacker is not None:
+                attacks[key].update(answers.get(timeout=60))
+                attacker.join(60)
+            found[key] = (found[key][0] + latencies, found[key][1] + read)
+            print(
+                f"phase {phase} slots {server.slots} {name}: "
+                f"p50 {percentile(latencies, 50):.1f} ms",
+                flush=True,
+            )
+        for server in servers[phase % len(servers) :] + servers[: phase % len(servers)]:
+            answered, latencies = await throughput(server, throughput_s / PHASES)
+            done, seen = rates[server.slots]
+            rates[server.slots] = (done + answered, seen + latencies)
+            print(f"phase {phase} slots {server.slots} throughput: {answered}", flush=True)
+    return found, attacks, rates
+
+
+def admission(slots: int) -> str:
+    return f"{slots} slot{'s' if slots > 1 else ''}" if slots else "off"
 
 
 def report(
-    found: Found, attacks: dict[str, Counter[str]], cost_rows: list[str], load: float
+    found: Found,
+    attacks: dict[Key, Counter[str]],
+    rates: dict[int, tuple[int, list[float]]],
+    cost_rows: list[str],
+    load: float,
+    throughput_s: float,
 ) -> list[str]:
-    queries = len(found["alone"][0])
-    alone = percentile(found["alone"][0], 50)
+    queries = len(next(iter(found.values()))[0])
+    alone = {slots: percentile(found[(slots, "alone")][0], 50) for slots in rates}
     rows = [
-        f"| {name} | {percentile(latencies, 50):.1f} | {percentile(latencies, 95):.1f} | "
-        f"{percentile(latencies, 50) / alone:.2f}x | {read}/{len(latencies)} |"
-        for name, (latencies, read) in found.items()
+        f"| {admission(slots)} | {name} | {percentile(latencies, 50):.1f} | "
+        f"{percentile(latencies, 95):.1f} | {percentile(latencies, 50) / alone[slots]:.2f}x | "
+        f"{read}/{len(latencies)} |"
+        for (slots, name), (latencies, read) in found.items()
     ]
+    unbounded = rates.get(0, next(iter(rates.values())))[0]
+    rate_rows = [
+        f"| {admission(slots)} | {answered / throughput_s:.0f} | {answered / unbounded:.2f}x | "
+        f"{percentile(latencies, 50):.1f} | {percentile(latencies, 95):.1f} |"
+        for slots, (answered, latencies) in rates.items()
+    ]
+    default = Settings.model_fields["admission_slots"].default
     return [
         SECTION,
         "",
@@ -267,54 +343,93 @@ def report(
         "| --- | --- | --- | --- |",
         *cost_rows,
         "",
-        "One `gql-memory serve` (API keys required, hash embedder, embedded PostgreSQL), two "
-        "tenants. The victim's `search(layers: [RAW], topK: 5, interpretTime: true)` over 30 "
-        "turns, one at a time, four time questions in rotation; the other tenant's "
-        "clients search in a loop from another process (the issue's three inputs in turn), "
-        "with interpretTime, and without it: the same searches but for the reading, the "
-        f"rows to compare with. {queries} victim searches per row, in {PHASES} phases per "
-        "row, rotated. Ratio: p50 against the victim's p50 alone.",
+        "`gql-memory serve` (API keys required, hash embedder, embedded PostgreSQL), two "
+        "tenants, one server per `GQL_MEMORY_ADMISSION_SLOTS` (`off`: 0, every request runs at "
+        f"once, as before fair admission; the default is {default}), all up at once. The "
+        "victim's `search(layers: [RAW], topK: 5, interpretTime: true)` over 30 turns, one at "
+        "a time, four time questions in rotation; the other tenant's clients search in a loop "
+        "from another process (the issue's three inputs in turn), with interpretTime, and "
+        "without it: the same searches but for the reading, the rows to compare with. "
+        f"{queries} victim searches per row, in {PHASES} phases per row, rotated over servers "
+        "and rows. Ratio: p50 against the victim's p50 alone on the same server.",
         "",
-        "| victim | p50 ms | p95 ms | ratio | periods read |",
-        "| --- | --- | --- | --- | --- |",
+        "| admission | victim | p50 ms | p95 ms | ratio | periods read |",
+        "| --- | --- | --- | --- | --- | --- |",
         *rows,
+        "",
+        f"What one tenant alone gets from the same servers: {ATTACKERS} clients searching in a "
+        "loop (the victim's time questions, with interpretTime), over "
+        f"{throughput_s:.0f} s per server in {PHASES} phases, between the rows above.",
+        "",
+        f"| admission | searches/s, {ATTACKERS} clients | against off | p50 ms | p95 ms |",
+        "| --- | --- | --- | --- | --- |",
+        *rate_rows,
         "",
         "What the other tenant's searches were answered (`periodNotRead`, cut at its first "
         "clause):",
         "",
-        "| attack | answers |",
-        "| --- | --- |",
+        "| admission | attack | answers |",
+        "| --- | --- | --- |",
         *(
-            f"| {name} | {', '.join(f'{reason}: {n}' for reason, n in seen.most_common())} |"
-            for name, seen in attacks.items()
+            f"| {admission(slots)} | {name} | "
+            f"{', '.join(f'{reason}: {n}' for reason, n in seen.most_common())} |"
+            for (slots, name), seen in attacks.items()
             if seen
         ),
         "",
     ]
 
 
-async def run(queries: int) -> tuple[Found, dict[str, Counter[str]]]:
+async def run(
+    queries: int, slots: list[int], throughput_s: float
+) -> tuple[Found, dict[Key, Counter[str]], dict[int, tuple[int, list[float]]]]:
     root = Path(tempfile.mkdtemp(prefix="gqlm-time-"))
-    data_dir = root / "data"
-    serve = Serve(data_dir, env={"GQL_MEMORY_EMBEDDING_PROVIDER": "hash"})
+    servers = [
+        Server(
+            n,
+            Serve(
+                root / f"slots-{n}" / "data",
+                env={"GQL_MEMORY_EMBEDDING_PROVIDER": "hash", "GQL_MEMORY_ADMISSION_SLOTS": str(n)},
+            ),
+        )
+        for n in slots
+    ]
     try:
-        serve.start()
-        keys = await create_keys(data_dir)
-        return await measure(serve.url, keys, queries)
+        for server in servers:
+            server.serve.data_dir.parent.mkdir(parents=True)
+            server.serve.start()
+            server.keys = await create_keys(server.serve.data_dir)
+            await seed(server)
+        return await measure(servers, queries, throughput_s)
     finally:
-        serve.stop()
-        stop_leftover_database(data_dir)
+        for server in servers:
+            server.serve.stop()
+            stop_leftover_database(server.serve.data_dir)
 
 
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-write", action="store_true", help="print, do not write docs/")
     parser.add_argument("--queries", type=int, default=QUERIES, help="victim searches per row")
+    default = Settings.model_fields["admission_slots"].default
+    compared = sorted({0, 1, 2, default})
+    parser.add_argument(
+        "--slots",
+        type=int,
+        nargs="+",
+        default=compared,
+        help=f"GQL_MEMORY_ADMISSION_SLOTS of each server (default: {compared}; 0: off)",
+    )
+    parser.add_argument(
+        "--throughput-s", type=float, default=THROUGHPUT_S, help="one tenant's window per server"
+    )
     arguments = parser.parse_args(argv)
     load = os.getloadavg()[0]
     cost_rows = costs()
-    found, attacks = asyncio.run(run(arguments.queries))
-    lines = report(found, attacks, cost_rows, load)
+    found, attacks, rates = asyncio.run(
+        run(arguments.queries, arguments.slots, arguments.throughput_s)
+    )
+    lines = report(found, attacks, rates, cost_rows, load, arguments.throughput_s)
     if not arguments.no_write:
         write_section(DOCS / "benchmarks-security.md", lines)
     return lines

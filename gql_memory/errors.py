@@ -70,14 +70,16 @@ class ForbiddenError(GqlMemoryError):
 
 
 class RateLimitedError(GqlMemoryError):
-    """The API key sent more requests than its rate allows; retry after the given delay."""
+    """The API key sent more requests than its rate allows (or its namespace has more waiting
+    than it may, ``message`` says which); retry after the given delay."""
 
     code = "RATE_LIMITED"
 
-    def __init__(self, retry_after_s: float) -> None:
+    def __init__(self, retry_after_s: float, message: str | None = None) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(
-            f"Too many requests for this API key; retry in {retry_after_s:.2f} s "
+            message
+            or f"Too many requests for this API key; retry in {retry_after_s:.2f} s "
             "(extensions.retryAfterMs)"
         )
 

@@ -1,6 +1,6 @@
 """The GraphQL endpoint: pagination, the browser UIs beside it, and what one operation
 may be (document size, batch, trusted and persisted documents, depth, cost, deadline,
-rate)."""
+rate), and how many run at once (fair admission across namespaces)."""
 
 from __future__ import annotations
 
@@ -99,4 +99,21 @@ class GraphQLSettings:
         default=1000,
         ge=1,
         description="Operations one API key may send at once before the rate applies.",
+    )
+    admission_slots: int = Field(
+        default=4,
+        ge=0,
+        le=10_000,
+        description="GraphQL requests over HTTP that run at once per server process (0: no "
+        "limit). The others wait in their namespace's queue, and a slot that frees goes to "
+        "the next namespace in turn: while both wait, a tenant with many concurrent clients "
+        "gets no more of the server than a tenant with one (gql_memory.server.admission).",
+    )
+    admission_queue: int = Field(
+        default=100,
+        ge=1,
+        le=100_000,
+        description="Requests one namespace may have waiting for a slot per server process; "
+        "one more is answered RATE_LIMITED with extensions.retryAfterMs, and so is a request "
+        "still waiting at its deadline (GQL_MEMORY_REQUEST_TIMEOUT_S).",
     )

@@ -33,6 +33,7 @@ from gql_memory.live.listener import EventListener
 from gql_memory.memory.extraction.rules import rules_for
 from gql_memory.runtime import Purpose
 from gql_memory.server import ui
+from gql_memory.server.admission import OutsideTheSlot
 from gql_memory.server.auth import Authenticator
 from gql_memory.server.metrics import Metrics
 from gql_memory.server.middleware import (
@@ -134,12 +135,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         )
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        embedder = CircuitBreakerEmbedder.for_settings(
+        breaker = CircuitBreakerEmbedder.for_settings(
             InstrumentedEmbedder(make_provider(settings), metrics),
             settings,
             on_change=metrics.embedder_changed,
         )
-        metrics.embedder_changed(embedder.health())
+        metrics.embedder_changed(breaker.health())
+        # a request waiting for an embedding gives its admission slot to another meanwhile
+        embedder = OutsideTheSlot(breaker)
         listener: EventListener | None = None
         try:
             async with runtime.open(

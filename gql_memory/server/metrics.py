@@ -189,6 +189,25 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.admission_waiting = Gauge(
+            "gql_memory_admission_waiting",
+            "GraphQL requests waiting for a slot (GQL_MEMORY_ADMISSION_SLOTS), all namespaces.",
+            multiprocess_mode="livesum",
+            registry=r,
+        )
+        self.admission_wait_seconds = Histogram(
+            "gql_memory_admission_wait_seconds",
+            "Time a GraphQL request waited for its slot (0 when one was free).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.admission_refusals = Counter(
+            "gql_memory_admission_refusals",
+            "Requests answered RATE_LIMITED without running: queue_full (the namespace had "
+            "GQL_MEMORY_ADMISSION_QUEUE waiting) or deadline (still waiting at its deadline).",
+            ["reason"],
+            registry=r,
+        )
 
         # read replicas (GQL_MEMORY_READ_DATABASE_URL); none of these appear without them
         self.server_up = Gauge(
@@ -302,6 +321,17 @@ class Metrics:
 
     def apq_evicted(self, reason: str, documents: int) -> None:
         self.apq_evictions.labels(reason).inc(documents)
+
+    # --- AdmissionObserver (gql_memory.server.admission) ---------------------------------
+
+    def admission_queue_changed(self, waiting: int) -> None:
+        self.admission_waiting.set(waiting)
+
+    def admission_waited(self, seconds: float) -> None:
+        self.admission_wait_seconds.observe(seconds)
+
+    def admission_refused(self, reason: str) -> None:
+        self.admission_refusals.labels(reason).inc()
 
     # --- HubObserver / ListenerObserver --------------------------------------------------
 

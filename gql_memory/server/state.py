@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from starlette.types import Scope
 
+from gql_memory.server.admission import AdmissionTicket
 from gql_memory.server.media_types import APPLICATION_JSON
 
 # The one key of the ASGI scope's "state" that holds a RequestState.
@@ -24,6 +25,8 @@ class RequestState:
     # "<type> <name>" of each GraphQL operation; the view shares it with Context.operations
     operations: list[str] = field(default_factory=list)
     error_codes: list[str] = field(default_factory=list)  # of every error answered, in order
+    # the request's slot among those that run at once (server/admission.py); GraphQL over HTTP
+    admission: AdmissionTicket | None = None
 
 
 def request_state(scope: Scope) -> RequestState:

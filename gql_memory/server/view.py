@@ -43,8 +43,9 @@ from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.db.fair import NamespacedDatabase
 from gql_memory.db.positions import ReadSession, read_session
-from gql_memory.errors import UnauthenticatedError, ValidationError
+from gql_memory.errors import RateLimitedError, UnauthenticatedError, ValidationError
 from gql_memory.memory import Memory
+from gql_memory.server.admission import AdmissionTicket, FairAdmission, current_ticket
 from gql_memory.server.auth import Authenticator
 from gql_memory.server.http_requests import RequestRefused, check_batch, operation_data
 from gql_memory.server.media_types import (
@@ -95,6 +96,9 @@ class MemoryGraphQL(GraphQL[Context, None]):
             ),
         )
         self.max_batch = settings.max_batch
+        # how many requests run at once, and whose runs next (server/admission.py)
+        self.admission = FairAdmission.for_settings(settings, metrics)
+        self.admission_timeout_s = settings.request_timeout_s or None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -138,6 +142,8 @@ class MemoryGraphQL(GraphQL[Context, None]):
         """Run the request; if the client goes away first, cancel it (resolvers, running
         statements, transactions) and return None once everything has unwound."""
         await request.body()  # the whole body first (kept by the request for strawberry)
+        # taken in execute_operation, once the caller is known; given back with the response
+        ticket = request_state(request.scope).admission = AdmissionTicket(self.admission)
         work = asyncio.ensure_future(self.run(request))
         watcher = asyncio.ensure_future(_cancel_on_disconnect(receive, work))
         try:
@@ -150,6 +156,7 @@ class MemoryGraphQL(GraphQL[Context, None]):
             raise
         finally:
             watcher.cancel()
+            ticket.leave()
 
     async def parse_http_body(
         self, request: AsyncHTTPRequestAdapter
@@ -178,7 +185,12 @@ class MemoryGraphQL(GraphQL[Context, None]):
     ) -> Any:
         """A batch runs its operations one after another, in order, each as if sent alone
         (its own cost check, rate-limit admission and deadline); an operation the view
-        would refuse (no document, a mutation over GET) fails alone."""
+        would refuse (no document, a mutation over GET) fails alone. First the request
+        waits for its turn to run (``_admit``)."""
+        refusal = await self._admit(request, request_data, context)
+        if refusal is not None:
+            result = StrawberryExecutionResult(data=None, errors=[refusal])
+            return [result] * len(request_data) if isinstance(request_data, list) else result
         if not isinstance(request_data, list):
             return await super().execute_operation(
                 request, request_adapter, request_data, context, root_value, sub_response
@@ -194,6 +206,29 @@ class MemoryGraphQL(GraphQL[Context, None]):
                 result = StrawberryExecutionResult(data=None, errors=[error])
             results.append(result)
         return results
+
+    async def _admit(
+        self,
+        request: Request,
+        request_data: GraphQLRequestData | list[GraphQLRequestData],
+        context: Context,
+    ) -> GraphQLError | None:
+        """Wait for a slot in the caller's namespace's queue (server/admission.py), or the
+        refusal to answer with (RATE_LIMITED). Callers without a principal are refused by
+        the ScopeGuard before any parsing, and streams live for minutes: neither waits."""
+        ticket = request_state(request.scope).admission
+        principal = context.credentials.principal
+        streamed = not isinstance(request_data, list) and self._get_stream_transport(
+            request_data.protocol
+        )
+        if ticket is None or principal is None or streamed:
+            return None
+        try:
+            await ticket.enter(principal.namespace, self.admission_timeout_s)
+        except RateLimitedError as exc:
+            return GraphQLError(str(exc), original_error=exc)
+        current_ticket.set(ticket)  # its embedder calls run outside the slot (OutsideTheSlot)
+        return None
 
     def decode_json(self, data: str | bytes) -> object:
         """Any undecodable body is a 400 (strawberry only catches JSONDecodeError)."""

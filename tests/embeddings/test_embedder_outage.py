@@ -334,3 +334,31 @@ async def test_the_worker_looks_only_when_rows_were_stored_waiting_or_seldom(
     assert worker.due()  # this process stored a row waiting
     await worker.run_once()
     assert not worker.due()
+
+
+async def test_a_request_waiting_for_the_embedder_gives_its_admission_slot_to_others(
+    db: Database, settings: Settings, fake: FakeOpenAI
+) -> None:
+    """One slot (GQL_MEMORY_ADMISSION_SLOTS=1), held by an addInsight whose embedder hangs:
+    a request that embeds nothing is answered meanwhile, and the insight is stored after."""
+    await fresh(db)
+    config = hanging_settings(settings, fake, embedding_budget_s=HANG_GUARD_S, admission_slots=1)
+    server, task, base_url = await start_live_server(create_app(config))
+    try:
+        async with httpx.AsyncClient(base_url=base_url, timeout=HANG_GUARD_S) as client:
+            api = LiveServer(base_url, client)
+            fake.hang()
+            adding = asyncio.create_task(
+                api.data('mutation { addInsight(input: {content: "kept"}) { id embedding } }')
+            )
+            while not fake.requests:  # the insight's request reached the embedder
+                await asyncio.sleep(0.01)
+            stats = await api.data("{ stats { insights } }")
+            assert stats["stats"]["insights"] == 0 and not adding.done()
+            fake.release()
+            added = await adding
+            assert close(added["addInsight"]["embedding"], fake.vector_for("kept"))  # answered late
+    finally:
+        fake.release()
+        server.should_exit = True
+        await task
