@@ -64,6 +64,8 @@ from bench.longmemeval_data import TURN_KEY, Question, load_questions
 from bench.longmemeval_report import KS, IngestSpeed, Run, recall_at, report
 from gql_memory import AsyncMemoryStore
 from gql_memory.config import Settings
+from gql_memory.config.embeddings import IndexingSettings
+from gql_memory.config.search import SearchSettings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector, make_provider
 from gql_memory.embeddings.windows import EstimatedTokens, token_counter
@@ -80,12 +82,19 @@ RRF_K = 60
 SESSION_K = 5
 INGEST_SAMPLE_TURNS = 200
 # settings that say where, not how: left out of the state file's key
-MACHINE_SETTINGS = {
-    "database_url",
-    "app_database_url",
-    "read_database_url",
-    "openai_api_key",
-    "data_dir",
+# The settings a record depends on: search and indexing, and which vectors the embedder makes.
+RANKING_SETTINGS = {
+    *SearchSettings.__annotations__,
+    *IndexingSettings.__annotations__,
+    "embedding_provider",
+    "embedding_model",
+    "embedding_dim",
+    "hash_embedding_dim",
+    "embedding_query_prefix",
+    "embedding_document_prefix",
+    "embedding_query_input_type",
+    "embedding_document_input_type",
+    "openai_base_url",
 }
 
 
@@ -334,8 +343,9 @@ class RunState:
 
 
 def state_key(settings: Settings, revision: str) -> str:
-    """What a record depends on, hashed: the settings (but where the database and data are),
-    the model revision and the benchmark's parameters. Not the code: after changing it, run
+    """What a record depends on, hashed: the settings that decide what is stored and how it
+    is ranked (RANKING_SETTINGS: a new timeout or limit elsewhere keeps the records), the
+    model revision and the benchmark's parameters. Not the code: after changing it, run
     with --fresh (the embedding cache makes that cheap)."""
     parts = {
         "protocol": PROTOCOL,
@@ -345,7 +355,7 @@ def state_key(settings: Settings, revision: str) -> str:
         "ingest_sample": INGEST_SAMPLE_TURNS,
         "rows": [(row.name, row.changes, row.interpret_time) for row in PROJECT_ROWS],
         "settings": {
-            k: v for k, v in settings.model_dump(mode="json").items() if k not in MACHINE_SETTINGS
+            k: v for k, v in settings.model_dump(mode="json").items() if k in RANKING_SETTINGS
         },
         "revision": revision,
     }
