@@ -549,9 +549,9 @@ def report(result: Result, hang_seconds: float, seconds: float) -> tuple[list[st
         "",
         "Reading it: the server learns that the embedder hangs from its calls. For the first "
         f"{budget:g} s of the hang (the budget per batch) /readyz still says ok, and the "
-        "requests that embed wait for the budget while they hold the admission slots: "
-        "requests that embed nothing queue behind them (the `stats` row), and one admitted "
-        "before the breaker opens may wait for a second budget. Then the rows are stored "
+        "requests that embed wait for the budget; they hold no admission slot meanwhile "
+        "(server/admission.py, OutsideTheSlot), so requests that embed nothing are answered "
+        "as before (the `stats` row). Then the rows are stored "
         "waiting, searches answer from their text leg, and the failed calls open the breaker "
         "(`down`): calls fail at once, and only its probe, "
         f"{cooldown:g} s after the last failure, waits for the budget again. After the release "

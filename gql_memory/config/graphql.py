@@ -101,13 +101,22 @@ class GraphQLSettings:
         description="Operations one API key may send at once before the rate applies.",
     )
     admission_slots: int = Field(
-        default=4,
+        default=1,
         ge=0,
         le=10_000,
-        description="GraphQL requests over HTTP that run at once per server process (0: no "
-        "limit). The others wait in their namespace's queue, and a slot that frees goes to "
-        "the next namespace in turn: while both wait, a tenant with many concurrent clients "
-        "gets no more of the server than a tenant with one (gql_memory.server.admission).",
+        description="GraphQL requests over HTTP that run at once per server process while "
+        "more than one namespace is active (0: no limit). The others wait in their "
+        "namespace's queue, and a slot that frees goes to the next namespace in turn: a "
+        "tenant with many concurrent clients gets no more of the server than a tenant with "
+        "one. A namespace alone on the server (no other active for GQL_MEMORY_ADMISSION_IDLE_S) "
+        "is not limited (gql_memory.server.admission).",
+    )
+    admission_idle_s: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=3600.0,
+        description="How long after its last request a namespace still counts as active for "
+        "admission: while another one is, a namespace's requests share the slots.",
     )
     admission_queue: int = Field(
         default=100,

@@ -1,20 +1,21 @@
-"""Fair admission: how many GraphQL requests run at once, and whose runs next.
+"""Fair admission: how many GraphQL requests of one tenant run at once, and who waits.
 
 A server process answers everyone on one event loop. Without a bound, a tenant with a dozen
 clients searching in a loop had a dozen requests interleaved with another tenant's one, and
-that tenant's p50 was 9 times its p50 alone (docs/benchmarks-security.md). So at most
-GQL_MEMORY_ADMISSION_SLOTS requests run at once; the others wait in their own tenant's queue
-(at most GQL_MEMORY_ADMISSION_QUEUE each), and a slot that frees goes to the waiting tenant
-with the fewest requests running, among equals to the one served longest ago: tenants that
-keep waiting take turns (round-robin), so a tenant with twelve clients gets no more slots
-than a tenant with one, and a tenant that was idle goes first (it has had no share lately).
-The tenant is the namespace of the caller's key (anonymous callers share the default
-namespace's turn, as they share its data).
+that tenant's p50 was 9 times its p50 alone (docs/benchmarks-security.md). So each tenant has
+a lane: while another tenant is active, it runs at most GQL_MEMORY_ADMISSION_SLOTS requests at
+once (default 1), and its others wait in its own queue (at most GQL_MEMORY_ADMISSION_QUEUE), in
+order. A tenant never waits behind another tenant's requests: a slow one (a lock, a long
+statement) holds up only its own. A tenant alone on the server (no other running, waiting or
+seen within GQL_MEMORY_ADMISSION_IDLE_S) is not limited: fairness costs nothing when there is
+nobody to be fair to. The tenant is the namespace of the caller's key (anonymous callers share
+the default namespace's lane, as they share its data).
 
 The view (``MemoryGraphQL``) takes a slot once the caller is authenticated, and gives it
-back once the response is built (serialized JSON included). Not queued: callers without a
-principal (the ScopeGuard refuses them before parsing), streams (graphql-sse, multipart) and
-WebSockets, which live for minutes and are bounded by the subscription limits instead.
+back once the response is built (serialized JSON included); while the request waits for the
+embedder it holds none (``OutsideTheSlot``). Not queued: callers without a principal (the
+ScopeGuard refuses them before parsing), streams (graphql-sse, multipart) and WebSockets,
+which live for minutes and are bounded by the subscription limits instead.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ class AdmissionObserver(Protocol):
 
 
 class FairAdmission:
-    """``slots`` requests run at once (0: no limit); the others wait per tenant, at most
-    ``queue`` each. A freed slot goes to the waiting tenant with the fewest requests running,
-    among equals to the one served longest ago: tenants that keep waiting take turns
-    (round-robin), and one that just became active goes first."""
+    """Per-tenant lanes: while another tenant is active, a tenant runs at most ``slots``
+    requests at once (0: no limit) and its others wait in its own queue, at most ``queue``;
+    a tenant alone (no other running, waiting or seen within ``idle_s``) is not limited.
+    One tenant's requests never wait for another's: a slow one (a lock, a long statement)
+    holds up only its own tenant."""
 
     def __init__(
         self,
@@ -57,27 +59,30 @@ class FairAdmission:
         queue: int,
         observer: AdmissionObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
+        idle_s: float = 1.0,
     ) -> None:
         self.slots = slots
         self.queue = queue
         self.observer = observer
         self.clock = clock
+        self.idle_s = idle_s
         self.running = 0
         self._running: Counter[Hashable] = Counter()  # per tenant
-        # When each active tenant (running or waiting) last got a slot, in slots handed out;
-        # a tenant that had gone idle comes back as never served.
-        self._served: dict[Hashable, int] = {}
-        self._handed = 0
-        # Tenants with waiters. Requests only wait while every slot is taken: a freed slot
-        # is handed straight on.
-        self._turns: dict[Hashable, deque[asyncio.Future[None]]] = {}
+        self._turns: dict[Hashable, deque[asyncio.Future[None]]] = {}  # waiters per tenant
+        # when each tenant last entered or left, while that is less than idle_s ago
+        self._seen: dict[Hashable, float] = {}
         self._hold_s = FIRST_HOLD_S
 
     @classmethod
     def for_settings(
         cls, settings: Settings, observer: AdmissionObserver | None = None
     ) -> FairAdmission:
-        return cls(settings.admission_slots, settings.admission_queue, observer)
+        return cls(
+            settings.admission_slots,
+            settings.admission_queue,
+            observer,
+            idle_s=settings.admission_idle_s,
+        )
 
     def waiting(self, tenant: Hashable | None = None) -> int:
         """Requests waiting for a slot: of one tenant, or of all."""
@@ -92,10 +97,10 @@ class FairAdmission:
     async def enter(
         self, tenant: Hashable, timeout: float | None = None, *, bounded: bool = True
     ) -> None:
-        """Take a slot, waiting in ``tenant``'s queue for up to ``timeout`` seconds; raise
-        RateLimitedError when its queue is full (unless not ``bounded``: a request coming
-        back from the embedder) or the wait reaches ``timeout``."""
-        if not self.slots or (self.running < self.slots and not self._turns):
+        """Take a slot of ``tenant``'s lane, waiting in its queue for up to ``timeout``
+        seconds; raise RateLimitedError when its queue is full (unless not ``bounded``: a
+        request coming back from the embedder) or the wait reaches ``timeout``."""
+        if tenant not in self._turns and self._may_run(tenant):
             self._take(tenant)
             if self.observer is not None:
                 self.observer.admission_waited(0.0)
@@ -103,6 +108,7 @@ class FairAdmission:
         turns = self._turns.get(tenant)
         if bounded and turns is not None and len(turns) >= self.queue:
             raise self._refusal(
+                tenant,
                 "queue_full",
                 f"This namespace already has {len(turns)} requests waiting for this server "
                 "(GQL_MEMORY_ADMISSION_QUEUE)",
@@ -116,12 +122,13 @@ class FairAdmission:
                 await turn
         except BaseException as exc:
             if turn.done() and not turn.cancelled():
-                self._free(tenant)  # the slot came as the wait ended: the next tenant's
+                self._free(tenant)  # the slot came as the wait ended: the next waiter's
             else:
                 self._withdraw(tenant, turn)
             if not isinstance(exc, TimeoutError):
                 raise
             raise self._refusal(
+                tenant,
                 "deadline",
                 f"This request waited {timeout:g} s (its deadline, GQL_MEMORY_REQUEST_TIMEOUT_S) "
                 "for its turn behind this namespace's other requests and did not run",
@@ -134,34 +141,40 @@ class FairAdmission:
         self._hold_s += HOLD_WEIGHT * (held_s - self._hold_s)
         self._free(tenant)
 
+    def _may_run(self, tenant: Hashable) -> bool:
+        return not self.slots or self._running[tenant] < self.slots or self._alone(tenant)
+
+    def _alone(self, tenant: Hashable) -> bool:
+        """Whether no other tenant is active: running, waiting, or seen within idle_s."""
+        now = self.clock()
+        for other, seen in list(self._seen.items()):
+            if now - seen >= self.idle_s and not self._running[other]:
+                del self._seen[other]
+        return all(other == tenant for other in (*self._seen, *self._running, *self._turns))
+
     def _take(self, tenant: Hashable) -> None:
+        self._seen[tenant] = self.clock()
         self.running += 1
         self._running[tenant] += 1
-        self._handed += 1
-        self._served[tenant] = self._handed
 
     def _free(self, tenant: Hashable) -> None:
+        self._seen[tenant] = self.clock()
         self.running -= 1
         self._running[tenant] -= 1
         if not self._running[tenant]:
             del self._running[tenant]
-        if self.slots:
-            self._hand_on()
-        self._forget_if_idle(tenant)
+        self._hand_on(tenant)
 
-    def _hand_on(self) -> None:
-        """The freed slot to the waiting tenant that has the fewest running, and among those
-        the one served longest ago."""
-        while self._turns:
-            tenant = min(self._turns, key=lambda t: (self._running[t], self._served.get(t, 0)))
-            turns = self._turns[tenant]
+    def _hand_on(self, tenant: Hashable) -> None:
+        """The tenant's next waiters, as far as its lane has room."""
+        turns = self._turns.get(tenant)
+        while turns and self._may_run(tenant):
             turn = turns.popleft()
-            if not turns:
-                del self._turns[tenant]
             if not turn.done():  # a cancelled waiter may not have withdrawn yet
                 turn.set_result(None)
                 self._take(tenant)
-                break
+        if turns is not None and not turns:
+            del self._turns[tenant]
         self._report_queue()
 
     def _withdraw(self, tenant: Hashable, turn: asyncio.Future[None]) -> None:
@@ -170,24 +183,18 @@ class FairAdmission:
             turns.remove(turn)
             if not turns:
                 del self._turns[tenant]
-        self._forget_if_idle(tenant)
         self._report_queue()
 
-    def _forget_if_idle(self, tenant: Hashable) -> None:
-        """Nothing running, nothing waiting: the tenant's next request is a newcomer's (and
-        the tables stay as small as the set of active tenants)."""
-        if tenant not in self._running and tenant not in self._turns:
-            self._served.pop(tenant, None)
+    def _next_turn_s(self, tenant: Hashable) -> float:
+        """About when a waiting request of ``tenant`` runs: its lane frees a slot every
+        hold / slots seconds, and its waiters go in order."""
+        ahead = len(self._turns.get(tenant, ())) + 1
+        return self._hold_s * ahead / max(1, self.slots)
 
-    def _next_turn_s(self) -> float:
-        """About when a waiting tenant's next request runs: a slot frees every hold / slots
-        seconds, and every tenant that waits takes its turn before this one's comes back."""
-        return self._hold_s * max(1, len(self._turns)) / max(1, self.slots)
-
-    def _refusal(self, reason: str, why: str) -> RateLimitedError:
+    def _refusal(self, tenant: Hashable, reason: str, why: str) -> RateLimitedError:
         if self.observer is not None:
             self.observer.admission_refused(reason)
-        retry = self._next_turn_s()
+        retry = self._next_turn_s(tenant)
         return RateLimitedError(retry, f"{why}; retry in {retry:.2f} s (extensions.retryAfterMs)")
 
     def _report_queue(self) -> None:

@@ -339,14 +339,28 @@ async def test_the_worker_looks_only_when_rows_were_stored_waiting_or_seldom(
 async def test_a_request_waiting_for_the_embedder_gives_its_admission_slot_to_others(
     db: Database, settings: Settings, fake: FakeOpenAI
 ) -> None:
-    """One slot (GQL_MEMORY_ADMISSION_SLOTS=1), held by an addInsight whose embedder hangs:
-    a request that embeds nothing is answered meanwhile, and the insight is stored after."""
+    """One slot per namespace while two are active (GQL_MEMORY_ADMISSION_SLOTS=1), held by
+    an addInsight whose embedder hangs: the same namespace's next request, which embeds
+    nothing, is answered meanwhile, and the insight is stored after."""
+    from gql_memory.keys import ApiKeyStore
+
     await fresh(db)
-    config = hanging_settings(settings, fake, embedding_budget_s=HANG_GUARD_S, admission_slots=1)
+    store = ApiKeyStore(db)
+    mine = (await store.create("default", "read,write")).secret
+    theirs = (await store.create("other", "read,write")).secret
+    config = hanging_settings(
+        settings,
+        fake,
+        auth="required",
+        embedding_budget_s=HANG_GUARD_S,
+        admission_slots=1,
+        admission_idle_s=3600,  # "other" stays active: default's requests share one slot
+    )
     server, task, base_url = await start_live_server(create_app(config))
     try:
         async with httpx.AsyncClient(base_url=base_url, timeout=HANG_GUARD_S) as client:
-            api = LiveServer(base_url, client)
+            api = LiveServer(base_url, client).with_key(mine)
+            await LiveServer(base_url, client).with_key(theirs).data("{ stats { insights } }")
             fake.hang()
             adding = asyncio.create_task(
                 api.data('mutation { addInsight(input: {content: "kept"}) { id embedding } }')
@@ -357,7 +371,7 @@ async def test_a_request_waiting_for_the_embedder_gives_its_admission_slot_to_ot
             assert stats["stats"]["insights"] == 0 and not adding.done()
             fake.release()
             added = await adding
-            assert close(added["addInsight"]["embedding"], fake.vector_for("kept"))  # answered late
+            assert close(added["addInsight"]["embedding"], fake.vector_for("kept"))  # late
     finally:
         fake.release()
         server.should_exit = True
