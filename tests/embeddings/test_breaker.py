@@ -64,6 +64,16 @@ async def embed(guard: CircuitBreakerEmbedder) -> list[Vector]:
     return await guard.embed(["x"], role=TextRole.DOCUMENT)
 
 
+async def opened(inner: Scripted, clock: Clock) -> CircuitBreakerEmbedder:
+    """A breaker opened by three failed calls of ``inner`` (left down)."""
+    guard = breaker(inner, clock)
+    inner.down = True
+    for _ in range(3):
+        with pytest.raises(ServiceUnavailableError):
+            await embed(guard)
+    return guard
+
+
 async def test_opens_after_repeated_failures_and_then_fails_at_once() -> None:
     inner, clock, seen = Scripted(), Clock(), []
     guard = breaker(inner, clock, seen)
@@ -117,11 +127,7 @@ async def test_after_the_cool_down_one_probe_goes_through_and_closes_it() -> Non
 
 async def test_a_failed_probe_opens_it_again_for_a_whole_cool_down() -> None:
     inner, clock = Scripted(), Clock()
-    guard = breaker(inner, clock)
-    inner.down = True
-    for _ in range(3):
-        with pytest.raises(ServiceUnavailableError):
-            await embed(guard)
+    guard = await opened(inner, clock)
     clock.now += 31
     with pytest.raises(ServiceUnavailableError):
         await embed(guard)  # the probe, failing
@@ -137,11 +143,7 @@ async def test_a_failed_probe_opens_it_again_for_a_whole_cool_down() -> None:
 
 async def test_a_cancelled_probe_lets_the_next_call_probe() -> None:
     inner, clock = Scripted(), Clock()
-    guard = breaker(inner, clock)
-    inner.down = True
-    for _ in range(3):
-        with pytest.raises(ServiceUnavailableError):
-            await embed(guard)
+    guard = await opened(inner, clock)
     clock.now += 30
     inner.down, inner.gate = False, asyncio.Event()
     probe = asyncio.create_task(embed(guard))
