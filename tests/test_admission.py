@@ -51,7 +51,7 @@ async def serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 
 class Tenants:
     """Requests of two namespaces (``default``, whose session "held" the test locks, and
-    ``other``) against a server with one slot per namespace."""
+    ``other``) against a server with one slot."""
 
     def __init__(self, client: httpx.AsyncClient, keys: dict[str, str]) -> None:
         self.client = client
@@ -106,10 +106,14 @@ class SlotTaken:
 async def one_slot_taken(
     settings: Settings, db: Database, keys: dict[str, str], **limits: Any
 ) -> AsyncIterator[SlotTaken]:
-    # both namespaces active for the whole test (admission_idle_s): neither is alone, whose
-    # requests would not be limited
+    # both namespaces active for the whole test (a namespace alone is not limited), and a
+    # request keeps its turn until it ends (admission_turn_ms 0): the held one blocks
     one_slot = settings.with_overrides(
-        auth="required", admission_slots=1, admission_idle_s=3600, **limits
+        auth="required",
+        admission_slots=1,
+        admission_idle_s=3600,
+        admission_turn_ms=0,
+        **{"admission_queue": 100, **limits},
     )
     async with serving(one_slot) as client, AsyncExitStack() as lock:
         tenants = Tenants(client, keys)
@@ -132,20 +136,19 @@ def added_id(response: httpx.Response) -> int:
     return int(body["data"]["addWorkingMemory"]["addedId"])
 
 
-async def test_a_namespace_waits_only_for_its_own_requests(
+async def test_a_freed_slot_goes_to_the_next_namespace_in_turn(
     settings: Settings, db: Database, keys: dict[str, str]
 ) -> None:
-    """default's one slot is held by a request blocked on a lock: its next requests wait in
-    its lane, in order; other's run at once, never behind default's."""
     async with one_slot_taken(settings, db, keys) as taken:
+        # three of default's requests wait, then two of other's, sent after all of them
         queued = [await taken.tenants.queue("default", f"d{i}") for i in range(3)]
-        others = [added_id(await taken.tenants.add("other", f"o{i}")) for i in range(2)]
-        assert not taken.holder.done() and not any(task.done() for task in queued)
-        await taken.release()  # default's waiting requests now run one at a time, in order
+        queued += [await taken.tenants.queue("other", f"o{i}") for i in range(2)]
+        await taken.release()  # the waiting requests now run one at a time, in turn
         ids = {task: added_id(await task) for task in [taken.holder, *queued]}
     ran = sorted(ids, key=ids.__getitem__)
-    assert ran == [taken.holder, *queued]
-    assert max(others) < min(ids[task] for task in queued)
+    d0, d1, d2, o0, o1 = queued
+    # other had had no turn: it goes first, then the two namespaces take turns
+    assert ran == [taken.holder, o0, d0, o1, d1, d2]
 
 
 async def test_a_namespace_over_its_queue_is_told_when_to_retry(
@@ -154,9 +157,10 @@ async def test_a_namespace_over_its_queue_is_told_when_to_retry(
     async with one_slot_taken(settings, db, keys, admission_queue=1) as taken:
         waiting = await taken.tenants.queue("default", "d0")
         refused = await taken.tenants.add("default", "d1")
-        added_id(await taken.tenants.add("other", "o0"))  # another namespace runs at once
+        # another namespace still has room in its own queue
+        other = await taken.tenants.queue("other", "o0")
         await taken.release()
-        for task in (taken.holder, waiting):
+        for task in (taken.holder, waiting, other):
             added_id(await task)
     assert refused.status_code == 429
     [error] = refused.json()["errors"]
@@ -197,6 +201,31 @@ async def test_a_batch_runs_all_its_operations_in_one_slot(
     assert [body.get("errors") for body in response.json()] == [None] * 3
 
 
+async def test_a_request_that_outlasts_its_turn_holds_nobody_up(
+    settings: Settings, db: Database, keys: dict[str, str]
+) -> None:
+    """The default turn (50 ms): default's request blocked on a lock outlasts it, and
+    other's requests run meanwhile instead of waiting for the lock (a convoy)."""
+    config = settings.with_overrides(auth="required", admission_slots=1, admission_idle_s=3600)
+    async with serving(config) as client, AsyncExitStack() as lock:
+        tenants = Tenants(client, keys)
+        added_id(await tenants.add("other", "first"))
+        conn = await lock.enter_async_context(db.write())
+        await lock_session(conn, "default", "held")
+        holder = tenants.send("default", "held")
+
+        async def holding() -> bool:
+            async with db.read() as reader:
+                return bool(await reader.scalar(LOCK_WAITERS))
+
+        await wait_until(holding, message="the first request never reached the lock")
+        for i in range(3):
+            added_id(await tenants.add("other", f"o{i}"))
+        assert not holder.done()
+        await lock.aclose()
+        added_id(await holder)
+
+
 # --- the scheduler itself ------------------------------------------------------------------------
 
 
@@ -219,66 +248,87 @@ def queue_up(
 
 
 async def shared(slots: int, queue: int = 10) -> FairAdmission:
-    """An admission that a bystander tenant ("z", idle since) keeps shared: no tenant of the
-    test is alone on it (a tenant alone is not limited)."""
-    admission = FairAdmission(slots=slots, queue=queue, idle_s=3600)
-    await admission.enter("z")
-    admission.leave("z", 0.0)
+    """An admission that a bystander tenant ("z", idle since) keeps shared (a tenant alone is
+    not limited), whose requests keep their turn until they end (no timer fires here)."""
+    admission = FairAdmission(slots=slots, queue=queue, idle_s=3600, turn_s=3600)
+    admission.leave(await admission.enter("z"), 0.0)
     return admission
 
 
 async def test_a_tenant_alone_is_not_limited_until_another_is_active() -> None:
     now = [0.0]
-    admission = FairAdmission(slots=1, queue=10, clock=lambda: now[0], idle_s=1.0)
+    admission = FairAdmission(slots=1, queue=10, clock=lambda: now[0], idle_s=1.0, turn_s=3600)
     for _ in range(5):  # alone: every request runs at once
         await admission.enter("a")
     assert admission.running == 5 and admission.waiting() == 0
-    await admission.enter("b")  # b's lane is empty: it runs at once
-    late = asyncio.create_task(admission.enter("a"))  # a now shares: one at a time
+    other = asyncio.create_task(admission.enter("b"))  # b arrives: turns are shared
     await settle()
-    assert admission.waiting("a") == 1
+    late = asyncio.create_task(admission.enter("a"))
+    await settle()
+    assert admission.waiting() == 2
     for _ in range(4):
         admission.leave("a", 0.01)
         await settle()
-    assert not late.done()  # a still runs one
+    assert not other.done()  # a still runs one within its turn
     admission.leave("a", 0.01)
     await settle()
-    assert late.done() and admission.running_of("a") == 1
-    admission.leave("a", 0.01)
+    assert other.done() and not late.done()  # b had had no turn: it goes first
     admission.leave("b", 0.01)
-    now[0] += 1.0  # b idle for admission_idle_s: a is alone again
+    await settle()
+    assert late.done() and admission.running == 1
+    admission.leave("a", 0.01)
+    now[0] += 1.0  # b idle for idle_s: a is alone again
     for _ in range(3):
         await admission.enter("a")
     assert admission.running == 3 and admission.waiting() == 0
 
 
-async def test_each_tenant_waits_only_behind_its_own_requests_in_order() -> None:
+async def test_a_request_that_outlasts_its_turn_lets_the_next_go() -> None:
+    admission = await shared(slots=1)
+    slow = await admission.enter("a")
+    waiting = asyncio.create_task(admission.enter("b"))
+    await settle()
+    assert not waiting.done()
+    admission._outlasted(slow)  # its timer, fired (GQL_MEMORY_ADMISSION_TURN_MS)
+    await settle()
+    assert waiting.done() and admission.running == 2 and admission.fresh == 1
+    admission.leave(slow, 1.0)
+    assert admission.fresh == 1 and admission.running == 1
+
+
+async def test_waiting_tenants_take_turns_however_many_requests_each_sends() -> None:
     admission = await shared(slots=1)
     order: list[str] = []
-    await admission.enter("a")  # held
-    tasks = queue_up(admission, ["a1", "a2", "a3", "b1", "c1"], order)
+    await admission.enter("a")
+    tasks = queue_up(admission, ["a1", "a2", "a3", "a4", "b1", "b2", "c1"], order)
     await settle()
-    assert order == ["b1", "c1"] and admission.waiting() == 3 and admission.waiting("a") == 3
-    for _ in range(3):
-        admission.leave("a", 0.01)
+    assert order == [] and admission.waiting() == 7 and admission.waiting("a") == 4
+    tenant = "a"
+    for _ in tasks:
+        admission.leave(tenant, 0.01)
         await settle()
+        tenant = order[-1][0]  # the one just admitted is the next to leave
     await asyncio.gather(*tasks)
-    assert order == ["b1", "c1", "a1", "a2", "a3"]
-    assert admission.running_of("a") == 1 and admission.waiting() == 0
+    # b and c had had no slot: they go before a, whose slot was just freed; then turns
+    assert order == ["b1", "c1", "a1", "b2", "a2", "a3", "a4"]
+    assert admission.running == 1 and admission.waiting() == 0
 
 
-async def test_a_lane_of_more_slots_runs_that_many_at_once() -> None:
-    admission = await shared(slots=2)
+async def test_a_freed_slot_goes_to_the_tenant_with_the_fewest_running() -> None:
+    admission = await shared(slots=3)
     order: list[str] = []
-    tasks = queue_up(admission, ["a1", "a2", "a3", "b1", "b2", "b3"], order)
+    for tenant in "aab":  # a runs two, b one
+        await admission.enter(tenant)
+    tasks = queue_up(admission, ["a1", "b1", "c1"], order)
     await settle()
-    assert order == ["a1", "a2", "b1", "b2"] and admission.waiting() == 2
-    admission.leave("b", 0.01)
+    admission.leave("a", 0.01)  # a still runs one, b one, c none
     await settle()
-    assert order[-1] == "b3" and admission.waiting("a") == 1
-    admission.leave("a", 0.01)
+    admission.leave("a", 0.01)  # a runs none, b one, c one
+    await settle()
+    admission.leave("c", 0.01)  # a one, b one: b was served longer ago
+    await settle()
+    assert order == ["c1", "a1", "b1"]
     await asyncio.gather(*tasks)
-    assert order[-1] == "a3"
 
 
 async def test_a_full_queue_refuses_only_its_own_tenant() -> None:
@@ -289,19 +339,20 @@ async def test_a_full_queue_refuses_only_its_own_tenant() -> None:
     with pytest.raises(RateLimitedError) as refused:
         await admission.enter("a")
     assert refused.value.retry_after_s > 0
-    await admission.enter("b")  # another lane: at once
-    assert admission.waiting("a") == 2 and admission.running_of("b") == 1
-    for _ in range(3):
-        admission.leave("a", 0.01)
+    other = asyncio.create_task(admission.enter("b"))
+    await settle()
+    assert admission.waiting("a") == 2 and admission.waiting("b") == 1
+    for tenant in "aba":
+        admission.leave(tenant, 0.01)
         await settle()
-    await asyncio.gather(*waiters)
+    await asyncio.gather(*waiters, other)
 
 
 async def test_a_waiter_at_its_deadline_is_refused_and_leaves_the_queue() -> None:
     admission = await shared(slots=1)
     await admission.enter("a")  # never given back
     with pytest.raises(RateLimitedError, match="deadline"):
-        await admission.enter("a", timeout=0.01)
+        await admission.enter("b", timeout=0.01)
     assert admission.waiting() == 0 and admission.running == 1
 
 
@@ -309,14 +360,14 @@ async def test_a_cancelled_waiter_gives_its_turn_to_the_next() -> None:
     admission = await shared(slots=1)
     order: list[str] = []
     await admission.enter("a")
-    gone, stays = queue_up(admission, ["a1", "a2"], order)
+    gone, stays = queue_up(admission, ["b1", "c1"], order)
     await settle()
     gone.cancel()
     admission.leave("a", 0.01)  # before the cancelled waiter has run its cleanup
     await settle()
     await stays
-    assert gone.cancelled() and order == ["a2"]
-    assert admission.running == 1 and admission.running_of("a") == 1
+    assert gone.cancelled() and order == ["c1"]
+    assert admission.running == 1 and admission.running_of("c") == 1
     assert admission.waiting() == 0
 
 

@@ -104,12 +104,20 @@ class GraphQLSettings:
         default=1,
         ge=0,
         le=10_000,
-        description="GraphQL requests over HTTP that run at once per server process while "
-        "more than one namespace is active (0: no limit). The others wait in their "
-        "namespace's queue, and a slot that frees goes to the next namespace in turn: a "
-        "tenant with many concurrent clients gets no more of the server than a tenant with "
-        "one. A namespace alone on the server (no other active for GQL_MEMORY_ADMISSION_IDLE_S) "
-        "is not limited (gql_memory.server.admission).",
+        description="GraphQL requests over HTTP that run at once per server process within "
+        "their turn (GQL_MEMORY_ADMISSION_TURN_MS) while more than one namespace is active (0: "
+        "no limit). The others wait in their namespace's queue, and a turn that frees goes to "
+        "the next namespace in turn: a tenant with many concurrent clients gets no more of "
+        "the server than a tenant with one. A namespace alone on the server (no other active "
+        "for GQL_MEMORY_ADMISSION_IDLE_S) is not limited (gql_memory.server.admission).",
+    )
+    admission_turn_ms: float = Field(
+        default=50.0,
+        ge=0.0,
+        le=60_000.0,
+        description="A request's turn: while namespaces compete, a request that has run this "
+        "long no longer counts against GQL_MEMORY_ADMISSION_SLOTS, so nobody waits behind a "
+        "slow one (a lock, a long statement) for longer (0: a request counts until it ends).",
     )
     admission_idle_s: float = Field(
         default=1.0,

@@ -141,8 +141,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             on_change=metrics.embedder_changed,
         )
         metrics.embedder_changed(breaker.health())
-        # a request waiting for an embedding gives its admission slot to another meanwhile
-        embedder = OutsideTheSlot(breaker)
+        # a request waiting for an embedding server gives its admission turn to another
+        # meanwhile (an in-process embedder computes, it does not wait: no turn to give)
+        embedder = OutsideTheSlot(breaker) if breaker.name == "openai" else breaker
         listener: EventListener | None = None
         try:
             async with runtime.open(

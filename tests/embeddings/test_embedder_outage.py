@@ -253,8 +253,14 @@ async def test_the_server_stays_up_and_ready_and_embeds_what_waited_once_the_emb
             assert stats["stats"]["embeddingsWaiting"] == 0
             ready = (await client.get("/readyz")).json()
             assert ready["status"] == "ok" and ready["embedder"] == {"state": "ok"}
-            metrics = (await client.get("/metrics")).text
-            assert 'gql_memory_embeddings_backfilled_total{table="insights"} 1.0' in metrics
+            # the worker reports its pass once it has counted what is left (after its commit)
+            backfilled = 'gql_memory_embeddings_backfilled_total{table="insights"} 1.0'
+            for _ in range(int(HANG_GUARD_S / 0.05)):
+                metrics = (await client.get("/metrics")).text
+                if backfilled in metrics:
+                    break
+                await asyncio.sleep(0.05)
+            assert backfilled in metrics
             assert 'gql_memory_embeddings_waiting{table="raw_dialogue"} 0.0' in metrics
             found = await api.data(
                 '{ search(query: "INV-7731", layers: [RAW, INSIGHT]) '
