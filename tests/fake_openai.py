@@ -41,6 +41,8 @@ class FakeOpenAI:
     # while set, every request is accepted and left unanswered until ``release`` (the
     # embedding server that "accepted connections and never answered", issue 43)
     hanging: asyncio.Event | None = None
+    # texts answered 400 (a provider that is up and refuses them)
+    refuse: set[str] = field(default_factory=set)
 
     def hang(self) -> None:
         self.hanging = asyncio.Event()
@@ -58,6 +60,7 @@ class FakeOpenAI:
         self.wrong_dim = False
         self.mark_models = False
         self.fail_after = None
+        self.refuse.clear()
         self.release()
 
     def set_vector(self, text: str, components: list[float]) -> None:
@@ -75,6 +78,9 @@ class FakeOpenAI:
         if self.hanging is not None:
             await self.hanging.wait()
         status = self.always_fail or (self.failures.pop(0) if self.failures else None)
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.refuse.intersection(inputs):
+            status = status or 400
         if self.fail_after is not None and len(self.requests) > self.fail_after:
             status = 500
         if status:

@@ -20,7 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gql_memory.config import Settings
-from gql_memory.embeddings.provider import EmbeddingProvider, TextRole, Vector
+from gql_memory.embeddings.provider import (
+    EmbeddingProvider,
+    EmbeddingRejectedError,
+    TextRole,
+    Vector,
+)
 from gql_memory.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -98,17 +103,23 @@ class CircuitBreakerEmbedder:
         probe = self._admit()
         try:
             vectors = await self.inner.embed(texts, role=role)
+        except EmbeddingRejectedError:
+            self._answered()  # it is up: these texts are what it refuses
+            raise
         except ServiceUnavailableError as exc:
             self._failed(str(exc), probe)
             raise
         finally:
             if probe:
                 self.probing = False
+        self._answered()
+        return vectors
+
+    def _answered(self) -> None:
         if self.failures or self.opened_at is not None:
             log.info("the embedding provider answers again; circuit breaker closed")
             self.failures, self.reason, self.opened_at = 0, None, None
             self._changed()
-        return vectors
 
     def _admit(self) -> bool:
         """Whether the call may go to the provider (raising EmbedderDown if not); True when

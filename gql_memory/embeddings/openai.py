@@ -28,7 +28,12 @@ from tenacity import (
 )
 
 from gql_memory.config import Settings
-from gql_memory.embeddings.provider import Asymmetry, TextRole, Vector
+from gql_memory.embeddings.provider import (
+    Asymmetry,
+    EmbeddingRejectedError,
+    TextRole,
+    Vector,
+)
 from gql_memory.embeddings.windows import EstimatedTokens, embed_in_windows
 from gql_memory.errors import ConfigurationError, ServiceUnavailableError
 
@@ -115,6 +120,11 @@ class OpenAIEmbedder:
         except openai.OpenAIError as exc:
             reason = _failure(exc)
             log.warning("embedding request to %s failed: %s", self.where, reason)
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int) and 400 <= status < 500 and status != 429:
+                raise EmbeddingRejectedError(
+                    f"The embedding provider {self.where} refused the texts: {reason}."
+                ) from exc
             raise ServiceUnavailableError(
                 f"The embedding provider {self.where} is unavailable: {reason}."
             ) from exc

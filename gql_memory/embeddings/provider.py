@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gql_memory.config import Settings
+from gql_memory.errors import ServiceUnavailableError
 
 Vector = list[float]
+
+
+class EmbeddingRejectedError(ServiceUnavailableError):
+    """The provider answered, and refused these texts (HTTP 4xx other than 429): it is up,
+    the request is what it will not take. A circuit breaker does not count it as a failure,
+    and a row refused this way is not retried forever (memory.waiting)."""
 
 
 class TextRole(enum.Enum):

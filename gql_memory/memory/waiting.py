@@ -27,6 +27,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import ALL_NAMESPACES
 from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.embeddings.breaker import embedder_health
+from gql_memory.embeddings.provider import EmbeddingRejectedError
 from gql_memory.embeddings.windows import token_counter
 from gql_memory.errors import ServiceUnavailableError
 from gql_memory.memory.embedding_config import EMBEDDED_TABLES, PREVIOUS_TURN_SQL
@@ -136,7 +137,22 @@ async def _embed_batch(
         ).all()
     if not rows:
         return 0
-    vectors = await _vectors(provider, recipe, table, rows)
+    vectors: list[Vector | None]
+    try:
+        vectors = list(await _vectors(provider, recipe, table, rows))
+    except EmbeddingRejectedError:
+        # the provider is up but refuses some of these texts: one by one, so that the
+        # others get their vectors and a refused row stops waiting (it keeps no vector, as
+        # a text too long to embed: the text leg finds it) instead of blocking the rest
+        vectors = [await _vector_or_refused(provider, recipe, table, row) for row in rows]
+        refused = [r.id for r, v in zip(rows, vectors, strict=True) if v is None]
+        log.warning(
+            "%s: the embedding provider refused %d waiting rows; they stay without a "
+            "vector: ids %s",
+            table,
+            len(refused),
+            refused[:20],
+        )
     async with db.write(namespace) as conn:
         await conn.execute(
             text(
@@ -147,10 +163,20 @@ async def _embed_batch(
             {
                 "ns": namespace,
                 "ids": [r.id for r in rows],
-                "vs": [vector_literal(v) for v in vectors],
+                "vs": [None if v is None else vector_literal(v) for v in vectors],
             },
         )
     return len(rows)
+
+
+async def _vector_or_refused(
+    provider: EmbeddingProvider, recipe: TurnRecipe, table: str, row: object
+) -> Vector | None:
+    try:
+        [vector] = await _vectors(provider, recipe, table, [row])
+    except EmbeddingRejectedError:
+        return None
+    return vector
 
 
 async def _vectors(

@@ -382,3 +382,30 @@ async def test_a_request_waiting_for_the_embedder_gives_its_admission_slot_to_ot
         fake.release()
         server.should_exit = True
         await task
+
+
+async def test_a_row_the_provider_refuses_stops_waiting_and_the_others_get_their_vectors(
+    db: Database, settings: Settings, fake: FakeOpenAI
+) -> None:
+    """A provider that is up and answers 400 for one text: the breaker does not count it as
+    a failure, the other rows of the batch get their vectors, and the refused row stops
+    waiting (it keeps no vector, as a text too long to embed) instead of blocking the rest."""
+    from gql_memory.embeddings.breaker import CircuitBreakerEmbedder
+
+    await truncate_all(db)
+    config = hanging_settings(settings, fake)
+    memory = Memory(db, config)
+    fake.always_fail = 503
+    texts = ("the alpha fact", "the refused fact", "the gamma fact")
+    ids = [(await memory.insights.add(content)).id for content in texts]
+    fake.always_fail = None
+    fake.refuse = {"the refused fact"}
+    guarded = CircuitBreakerEmbedder(memory.embedder, failures=1, cooldown_s=3600)
+    done = await embed_waiting(db, guarded, TurnRecipe.from_settings(config))
+    assert done == {"insights": 3, "episodes": 0, "raw_dialogue": 0}
+    found = await vectors(db, "insights")
+    assert found[ids[1]] is None
+    assert close(found[ids[0]], fake.vector_for(texts[0]))
+    assert close(found[ids[2]], fake.vector_for(texts[2]))
+    assert await waiting_counts(db) == {"raw_dialogue": 0, "insights": 0, "episodes": 0}
+    assert guarded.health().state == "ok"  # one failure would have opened it
