@@ -112,8 +112,7 @@ async def one_slot_taken(
         auth="required",
         admission_slots=1,
         admission_idle_s=3600,
-        admission_turn_ms=0,
-        **{"admission_queue": 100, **limits},
+        **{"admission_turn_ms": 0, "admission_queue": 100, **limits},
     )
     async with serving(one_slot) as client, AsyncExitStack() as lock:
         tenants = Tenants(client, keys)
@@ -206,24 +205,12 @@ async def test_a_request_that_outlasts_its_turn_holds_nobody_up(
 ) -> None:
     """The default turn (50 ms): default's request blocked on a lock outlasts it, and
     other's requests run meanwhile instead of waiting for the lock (a convoy)."""
-    config = settings.with_overrides(auth="required", admission_slots=1, admission_idle_s=3600)
-    async with serving(config) as client, AsyncExitStack() as lock:
-        tenants = Tenants(client, keys)
-        added_id(await tenants.add("other", "first"))
-        conn = await lock.enter_async_context(db.write())
-        await lock_session(conn, "default", "held")
-        holder = tenants.send("default", "held")
-
-        async def holding() -> bool:
-            async with db.read() as reader:
-                return bool(await reader.scalar(LOCK_WAITERS))
-
-        await wait_until(holding, message="the first request never reached the lock")
+    async with one_slot_taken(settings, db, keys, admission_turn_ms=50) as taken:
         for i in range(3):
-            added_id(await tenants.add("other", f"o{i}"))
-        assert not holder.done()
-        await lock.aclose()
-        added_id(await holder)
+            added_id(await taken.tenants.add("other", f"o{i}"))
+        assert not taken.holder.done()
+        await taken.release()
+        added_id(await taken.holder)
 
 
 # --- the scheduler itself ------------------------------------------------------------------------
