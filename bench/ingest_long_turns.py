@@ -39,7 +39,7 @@ from gql_memory.config import RAW_CONTEXT_TOKENS, Settings
 from gql_memory.embeddings import EmbeddingProvider, TextRole, Vector
 from gql_memory.embeddings.local import E5_OVERHEAD_TOKENS, ENGINE, E5Embedder
 from gql_memory.embeddings.windows import chunks, ending
-from gql_memory.memory.turn_embedding import turn_document, turn_text
+from gql_memory.memory.turn_embedding import TurnRecipe, turn_document, turn_text
 
 RESULTS = DOCS / "benchmarks-retrieval.md"
 SEED = 34
@@ -136,7 +136,7 @@ def documents(
             context = ending(previous, counter, budget) if previous else ""
             docs.append(f"{current}\n{context}" if context else current)
         else:
-            docs.append(turn_document(previous, current, counter, budget))
+            docs.append(turn_document(previous, current, counter, TurnRecipe(budget)))
         previous = current
     return docs
 

@@ -152,6 +152,12 @@ class IndexingSettings:
         "the two vectors: the turn's own words keep their weight beside its context's, at "
         "twice the embedding work of ingest. Off (the default): the contextual document only.",
     )
+    embed_raw_context_short_only: bool = Field(
+        default=False,
+        description="Give a raw turn its context only when it and the turn before it are "
+        "both at most GQL_MEMORY_EMBED_RAW_CONTEXT_TOKENS long (a short exchange); a longer "
+        "turn, or one after a long turn, is embedded alone.",
+    )
     embed_raw_context_tokens: int = Field(
         default=RAW_CONTEXT_TOKENS,
         ge=0,

@@ -146,7 +146,7 @@ async def verify_embedding_config(
             "GQL_MEMORY_EMBEDDING_DOCUMENT_PREFIX, GQL_MEMORY_EMBEDDING_QUERY_INPUT_TYPE, "
             "GQL_MEMORY_EMBEDDING_DOCUMENT_INPUT_TYPE; for raw turns "
             "GQL_MEMORY_EMBED_RAW_CONTEXT, GQL_MEMORY_EMBED_RAW_CONTEXT_TOKENS, "
-            "GQL_MEMORY_EMBED_RAW_ALONE)."
+            "GQL_MEMORY_EMBED_RAW_CONTEXT_SHORT_ONLY, GQL_MEMORY_EMBED_RAW_ALONE)."
         )
 
 
@@ -212,12 +212,12 @@ async def reembed(
         await refuse_while_in_use(db)
     # a raw turn's document: the end of the previous turn within this many tokens, then it,
     # and perhaps the turn alone too, the two vectors pooled (memory/turn_embedding.py)
-    context_tokens, pooled = target.turns.context_tokens, target.turns.pooled_alone
+    recipe = target.turns
     counts: dict[str, int] = {}
     for table, (source, required) in EMBEDDED_TABLES.items():
         pending = _pending(required or embed_all_raw)
         counts[table] = await _fill_side_column(
-            db, provider, table, source, pending, context_tokens, batch_size, progress, pooled
+            db, provider, table, source, pending, recipe, batch_size, progress
         )
     async with db.write() as conn:
         # rebuilding HNSW indexes over large tables outlasts the per-statement timeout
@@ -228,7 +228,7 @@ async def reembed(
         )
         for table, (source, required) in EMBEDDED_TABLES.items():
             pending = _pending(required or embed_all_raw)
-            previous = _previous(table, context_tokens)
+            previous = _previous(table, recipe)
             for namespace in await _pending_namespaces(conn, table, pending):
                 while caught_up := await _embed_batch(
                     conn,
@@ -238,9 +238,8 @@ async def reembed(
                     source,
                     pending,
                     previous,
-                    context_tokens,
+                    recipe,
                     batch_size,
-                    pooled,
                 ):
                     counts[table] += caught_up
         for table in EMBEDDED_TABLES:
@@ -286,9 +285,9 @@ async def _begin(db: Database, target: EmbeddingSignature, restart: bool) -> Non
         await conn.execute(update(embedding_config).values(reembed_target=jsonb(target.as_json())))
 
 
-def _previous(table: str, context_tokens: int) -> str:
+def _previous(table: str, recipe: TurnRecipe) -> str:
     """The SQL of a row's context: the previous turn of a raw turn's session, or NULL."""
-    return PREVIOUS_TURN_SQL if table == "raw_dialogue" and context_tokens > 0 else "NULL"
+    return PREVIOUS_TURN_SQL if table == "raw_dialogue" and recipe.context_tokens > 0 else "NULL"
 
 
 def _pending(every_row: bool) -> str:
@@ -305,12 +304,11 @@ async def _fill_side_column(
     table: str,
     source: str,
     pending: str,
-    context_tokens: int,
+    recipe: TurnRecipe,
     batch_size: int,
     progress: Progress | None,
-    pooled: bool,
 ) -> int:
-    previous = _previous(table, context_tokens)
+    previous = _previous(table, recipe)
     async with db.read() as conn:
         total = (
             await conn.scalar(
@@ -331,9 +329,8 @@ async def _fill_side_column(
                     source,
                     pending,
                     previous,
-                    context_tokens,
+                    recipe,
                     batch_size,
-                    pooled,
                 )
             if not embedded:
                 break
@@ -360,9 +357,8 @@ async def _embed_batch(
     source: str,
     pending: str,
     previous: str,
-    context_tokens: int,
+    recipe: TurnRecipe,
     batch_size: int,
-    pooled: bool = True,
 ) -> int:
     """Embed one batch of a namespace's pending rows into the side column; how many (0: none
     left)."""
@@ -378,7 +374,7 @@ async def _embed_batch(
     if not rows:
         return 0
     tokens = token_counter(provider)
-    documents = [turn_document(r.previous, r.body, tokens, context_tokens) for r in rows]
+    documents = [turn_document(r.previous, r.body, tokens, recipe) for r in rows]
     # A row stored before GQL_MEMORY_EMBEDDING_MAX_CHARS refused such texts must not stop the
     # run (it would stay pending forever): it is embedded by its beginning, and said so.
     bound = getattr(provider, "max_chars", None)
@@ -393,7 +389,7 @@ async def _embed_batch(
             long[:20],
         )
         documents = [d[:bound] for d in documents]
-    if pooled and table == "raw_dialogue":  # in context and alone, as memory.raw stores it
+    if recipe.pooled_alone and table == "raw_dialogue":  # in context and alone, as raw.py does
         bodies = [r.body[:bound] if bound else r.body for r in rows]
         vectors = await turn_vectors(provider, documents, bodies)
     else:

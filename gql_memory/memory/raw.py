@@ -340,8 +340,8 @@ class RawDialogueStore:
         turn after the one before it in its session (contextual document embedding: "Yes, it
         was amazing!" carries its subject), or the turn alone only when
         GQL_MEMORY_EMBED_RAW_CONTEXT is off."""
-        budget = TurnRecipe.from_settings(self.settings).context_tokens
-        if not budget or self.embedder is None:
+        recipe = TurnRecipe.from_settings(self.settings)
+        if not recipe.context_tokens or self.embedder is None:
             return [turn_text(r["speaker"], r["content"]) for r in rows]
         tokens = token_counter(self.embedder)
         previous: dict[str, str | None] = {}
@@ -361,7 +361,7 @@ class RawDialogueStore:
         documents = []
         for r in rows:
             current = turn_text(r["speaker"], r["content"])
-            documents.append(turn_document(previous.get(r["session_id"]), current, tokens, budget))
+            documents.append(turn_document(previous.get(r["session_id"]), current, tokens, recipe))
             previous[r["session_id"]] = current
         return documents
 

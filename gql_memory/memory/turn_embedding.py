@@ -3,9 +3,10 @@
 A turn is stored as it was said; what the vector leg compares with a question is a document
 built from it: the whole turn (a long one in chunks, embeddings.windows), after the end of the
 turn before it in its session within a budget of the model's tokens (contextual document
-embedding: "Yes, it was amazing!" carries its subject), and, when asked, the turn alone too,
-the two vectors averaged. The recipe is part of the stored embedding signature
-(memory/embedding_config.py): vectors of two recipes are never mixed in one database.
+embedding: "Yes, it was amazing!" carries its subject) when the two are a short exchange,
+and, when asked, the turn alone too, the two vectors averaged. The recipe is part of the
+stored embedding signature (memory/embedding_config.py): vectors of two recipes are never
+mixed in one database.
 """
 
 from __future__ import annotations
@@ -22,15 +23,22 @@ from gql_memory.embeddings.windows import TokenCounter, ending
 @dataclass(frozen=True)
 class TurnRecipe:
     """How a raw turn's vector is made: after the previous turn's last ``context_tokens``
-    tokens (0: the turn alone), and with ``pooled_alone`` averaged with the turn alone."""
+    tokens (0: the turn alone), with ``short_only`` only when the turn and the previous one
+    are both at most that long (otherwise alone), and with ``pooled_alone`` averaged with the
+    turn alone."""
 
     context_tokens: int = 96
     pooled_alone: bool = False
+    short_only: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TurnRecipe:
         context = settings.embed_raw_context_tokens if settings.embed_raw_context else 0
-        return cls(context, bool(settings.embed_raw_alone and context))
+        return cls(
+            context,
+            bool(settings.embed_raw_alone and context),
+            bool(settings.embed_raw_context_short_only and context),
+        )
 
     def describe(self) -> str:
         if not self.context_tokens:
@@ -38,6 +46,11 @@ class TurnRecipe:
         described = (
             f"raw turns embedded after the previous turn's last {self.context_tokens} tokens"
         )
+        if self.short_only:
+            described = (
+                f"raw turns embedded after the previous turn when both are at most "
+                f"{self.context_tokens} tokens long, else alone"
+            )
         return described + (", averaged with the turn alone" if self.pooled_alone else "")
 
     def as_json(self) -> dict[str, Any]:
@@ -45,7 +58,12 @@ class TurnRecipe:
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> TurnRecipe:
-        return cls(int(value["context_tokens"]), bool(value["pooled_alone"]))
+        # recorded before short_only existed: context for every turn
+        return cls(
+            int(value["context_tokens"]),
+            bool(value["pooled_alone"]),
+            bool(value.get("short_only", False)),
+        )
 
 
 def turn_text(speaker: str, content: str) -> str:
@@ -54,13 +72,27 @@ def turn_text(speaker: str, content: str) -> str:
 
 
 def turn_document(
-    previous: str | None, current: str, tokens: TokenCounter, context_tokens: int
+    previous: str | None, current: str, tokens: TokenCounter, recipe: TurnRecipe
 ) -> str:
     """The text embedded for a turn: the end of the previous turn of its session within
-    ``context_tokens`` of the model's tokens (the words closest to this turn), then the
-    whole turn. The context is a budgeted addition, never a reason to cut the turn: a turn
-    longer than the model's window is embedded in overlapping chunks (embeddings.windows)."""
-    context = ending(previous, tokens, context_tokens) if previous else ""
+    ``recipe.context_tokens`` of the model's tokens (the words closest to this turn), then
+    the whole turn. The context is a budgeted addition, never a reason to cut the turn: a
+    turn longer than the model's window is embedded in overlapping chunks
+    (embeddings.windows).
+
+    With ``recipe.short_only`` the context is given only to a short exchange: a turn and a
+    previous turn both within the budget. A short reply ("Yes, it was amazing!") needs its
+    subject; a long turn has its own, which a preceding question would drag toward itself,
+    and the last tokens of a long answer are an arbitrary fragment of it (LongMemEval's
+    assistant turns, measured in docs/benchmarks-retrieval.md)."""
+    budget = recipe.context_tokens
+    if not previous or not budget:
+        return current
+    if recipe.short_only and (
+        tokens.count_tokens(previous) > budget or tokens.count_tokens(current) > budget
+    ):
+        return current
+    context = ending(previous, tokens, budget)
     return f"{context}\n{current}" if context else current
 
 

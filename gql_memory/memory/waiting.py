@@ -187,7 +187,7 @@ async def _vectors(
         return await provider.embed(bodies, role=TextRole.DOCUMENT)
     tokens = token_counter(provider)
     documents = [
-        turn_document(r.previous, r.body, tokens, recipe.context_tokens)  # type: ignore[attr-defined]
+        turn_document(r.previous, r.body, tokens, recipe)  # type: ignore[attr-defined]
         for r in rows
     ]
     return await turn_vectors(provider, documents, bodies if recipe.pooled_alone else documents)
