@@ -457,7 +457,10 @@ def export(
 
     async def run() -> ExportSummary:
         async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
-            with Progress(console=Console(stderr=True)) as bar, above_progress(bar.console):
+            with (
+                Progress(console=Console(stderr=True), transient=True) as bar,
+                above_progress(bar.console),
+            ):
                 task = bar.add_task(f"exporting {namespace}", total=None)
 
                 def progress(done: int, total: int) -> None:
@@ -618,7 +621,10 @@ def _import_export(
 
     async def run() -> tuple[LoadSummary, str]:
         async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
-            with Progress(console=Console(stderr=True)) as bar, above_progress(bar.console):
+            with (
+                Progress(console=Console(stderr=True), transient=True) as bar,
+                above_progress(bar.console),
+            ):
                 task = bar.add_task(f"importing {file.name}", total=None)
 
                 def progress(done: int, total: int) -> None:
