@@ -440,7 +440,7 @@ def export(
     from rich.console import Console
     from rich.progress import Progress
 
-    from gql_memory import runtime
+    from gql_memory import __version__, runtime
     from gql_memory.memory.interchange.export import export_namespace
     from gql_memory.memory.validation import require_namespace
     from gql_memory.runtime import Purpose
@@ -468,11 +468,21 @@ def export(
 
                 if partial is None:
                     return await export_namespace(
-                        rt.db, namespace, sys.stdout, with_vectors=with_vectors, progress=progress
+                        rt.db,
+                        namespace,
+                        sys.stdout,
+                        with_vectors=with_vectors,
+                        producer=__version__,
+                        progress=progress,
                     )
                 with partial.open("w", encoding="utf-8", newline="\n") as out:
                     return await export_namespace(
-                        rt.db, namespace, out, with_vectors=with_vectors, progress=progress
+                        rt.db,
+                        namespace,
+                        out,
+                        with_vectors=with_vectors,
+                        producer=__version__,
+                        progress=progress,
                     )
 
     try:

@@ -1,4 +1,4 @@
-"""`gql-memory export` and `gql-memory import` of an export, in process against the test database."""
+"""`gql-memory export` and `gql-memory import` of an export, in process, on the test database."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ def test_export_then_import_then_export_again(tmp_path: Path, database_url: str)
     assert code == 0, err
     second.write_text(out)  # stdout holds the file alone; the summary went to stderr
     assert '"embedding":{' in out.splitlines()[0] and "exported" in err
+    assert '"gqlMemory":"0.' in out.splitlines()[0]
     again = [{k: v for k, v in r.items() if k != "embedding"} for r in without_ids(out)[1:]]
     assert again == without_ids(first.read_text())[1:]
 

@@ -15,7 +15,6 @@ from typing import Any, TextIO
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-import gql_memory
 from gql_memory.db import Database
 from gql_memory.memory.embedding_config import stored_signature
 from gql_memory.memory.interchange.format import (
@@ -53,14 +52,17 @@ async def export_namespace(
     out: TextIO,
     *,
     with_vectors: bool = False,
+    producer: str = "",
     progress: Progress | None = None,
 ) -> ExportSummary:
-    """Write ``namespace`` to ``out``: the header, then every row of every kind, by id."""
+    """Write ``namespace`` to ``out``: the header, then every row of every kind, by id.
+    ``producer``: the gql_memory version that writes it (the caller's: memory/ does not
+    import the package's facade)."""
     embedding = (await stored_signature(db)).as_json() if with_vectors else None
     header = Header(
         VERSION,
         namespace,
-        gql_memory.__version__,
+        producer,
         datetime.now(UTC).isoformat(timespec="seconds"),
         embedding,
     )
