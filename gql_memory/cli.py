@@ -1,4 +1,4 @@
-"""Command line: serve, migrate, reembed, export-schema, import, mcp, rules check, keys."""
+"""Command line: serve, migrate, reembed, export-schema, export, import, mcp, rules check, keys."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from gql_memory.config import Settings
     from gql_memory.keys import ApiKey, ApiKeyStore
     from gql_memory.memory.importer import ImportSummary
+    from gql_memory.memory.interchange.export import ExportSummary
+    from gql_memory.memory.interchange.load import LoadSummary
 
 log = logging.getLogger("gql_memory")
 T = TypeVar("T")
@@ -412,11 +415,101 @@ def export_schema(
         typer.echo(f"wrote {output}", err=True)
 
 
+@app.command(cls=Command)
+def export(
+    namespace: Annotated[str, typer.Option(metavar="NAME", help="Namespace to export.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write to this file, not stdout."),
+    ] = None,
+    with_vectors: Annotated[
+        bool,
+        typer.Option(
+            "--with-vectors",
+            help="Also write every vector and the embedding signature they were made with.",
+        ),
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Export everything a namespace holds as versioned JSONL (docs/interchange.md).
+
+    Raw dialogue, working memory with its sessions and the stale archive, insights, episodes
+    and the graph, with validity and supersession; `gql-memory import FILE` reads it back.
+    One consistent snapshot, streamed: memory stays constant at any size.
+    """
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gql_memory import __version__, runtime
+    from gql_memory.memory.interchange.export import export_namespace
+    from gql_memory.memory.validation import require_namespace
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import above_progress, configure_logging
+
+    settings = _settings(data_dir=data_dir)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        require_namespace(namespace)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    # a file is written beside its name and renamed once complete: never half an export
+    partial = None if output is None else output.with_name(output.name + ".partial")
+
+    async def run() -> ExportSummary:
+        async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
+            with (
+                Progress(console=Console(stderr=True), transient=True) as bar,
+                above_progress(bar.console),
+            ):
+                task = bar.add_task(f"exporting {namespace}", total=None)
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                if partial is None:
+                    return await export_namespace(
+                        rt.db,
+                        namespace,
+                        sys.stdout,
+                        with_vectors=with_vectors,
+                        producer=__version__,
+                        progress=progress,
+                    )
+                with partial.open("w", encoding="utf-8", newline="\n") as out:
+                    return await export_namespace(
+                        rt.db,
+                        namespace,
+                        out,
+                        with_vectors=with_vectors,
+                        producer=__version__,
+                        progress=progress,
+                    )
+
+    try:
+        summary = asyncio.run(run())
+    except (GqlMemoryError, OSError) as exc:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+        _fail(str(exc) if isinstance(exc, GqlMemoryError) else f"cannot write {output}: {exc}")
+    if partial is not None and output is not None:
+        partial.replace(output)
+    counts = ", ".join(f"{kind}: {n}" for kind, n in summary.counts.items())
+    vectors = " with vectors" if summary.with_vectors else ""
+    typer.echo(
+        f"exported {plural(summary.rows, 'row')} of namespace '{namespace}'{vectors} "
+        f"to {output or 'stdout'} ({counts})",
+        err=output is None,
+    )
+
+
 @app.command("import", cls=Command)
 def import_transcript(
     file: Annotated[
         Path,
-        typer.Argument(metavar="FILE", help="Transcript: JSONL, a JSON list, or LoCoMo JSON."),
+        typer.Argument(
+            metavar="FILE",
+            help="An export (by its header), or a transcript: JSONL, a JSON list, or LoCoMo JSON.",
+        ),
     ],
     namespace: Annotated[
         str, typer.Option(metavar="NAME", help="Namespace to import into.")
@@ -427,15 +520,44 @@ def import_transcript(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", metavar="FORMAT", help="auto, jsonl, json or locomo (auto: by content)."
+            "--format",
+            metavar="FORMAT",
+            help="auto, export, jsonl, json or locomo (auto: by content).",
         ),
     ] = "auto",
     batch_size: Annotated[
-        int, typer.Option(metavar="N", help="Turns per transaction.")
+        int, typer.Option(metavar="N", help="Turns (of an export: records) per batch.")
     ] = 500,  # gql_memory.config.IMPORT_BATCH_SIZE (not imported for --help; a test compares)
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Export only: erase the namespace first (atomically)."),
+    ] = False,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Export only: add alongside the namespace's data; rows it holds are not "
+            "added again.",
+        ),
+    ] = False,
     data_dir: DataDirOption = None,
 ) -> None:
-    """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
+    """Import an export, or a transcript into raw dialogue.
+
+    An export (`gql-memory export`) is read back exactly, in one transaction: a namespace
+    that holds data is refused unless `--replace` or `--merge`. A transcript is batched and
+    idempotent (re-runs skip stored turns).
+    """
+    from gql_memory.memory.interchange.format import sniff
+
+    if not file.is_file():
+        _fail(f"no such file: {file}")
+    if fmt == "export" or (fmt == "auto" and sniff(file)):
+        _import_export(file, namespace, batch_size, replace, merge, data_dir)
+        return
+    if replace or merge:
+        _fail("--replace and --merge apply to an export file (made by `gql-memory export`)")
+
     from rich.console import Console
     from rich.progress import Progress
 
@@ -446,8 +568,6 @@ def import_transcript(
 
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
-    if not file.is_file():
-        _fail(f"no such file: {file}")
     try:  # the whole file, before any database is started: a bad one writes nothing
         require_namespace(namespace)
         detected, turns = read_transcript(file, fmt, session_prefix)
@@ -477,6 +597,78 @@ def import_transcript(
     except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(_import_summary(summary, namespace))
+
+
+def _import_export(
+    file: Path, namespace: str, batch_size: int, replace: bool, merge: bool, data_dir: Path | None
+) -> None:
+    """`import` of an export file (gql_memory.memory.interchange.load)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gql_memory import runtime
+    from gql_memory.memory.interchange.load import Mode, count_records, load_export
+    from gql_memory.memory.turn_embedding import TurnRecipe
+    from gql_memory.memory.validation import require_namespace
+    from gql_memory.memory.waiting import embed_waiting
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import above_progress, configure_logging
+
+    if replace and merge:
+        _fail("--replace and --merge exclude each other")
+    if not 1 <= batch_size <= 10_000:
+        _fail("batch size must be between 1 and 10000")
+    mode = Mode.REPLACE if replace else Mode.MERGE if merge else Mode.REFUSE
+    settings = _settings(data_dir=data_dir)
+    configure_logging(settings.log_level, settings.log_format)
+    try:  # every line, before any database is started: a bad file writes nothing
+        require_namespace(namespace)
+        count_records(file)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc.strerror}")
+
+    async def run() -> tuple[LoadSummary, str]:
+        async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
+            with (
+                Progress(console=Console(stderr=True), transient=True) as bar,
+                above_progress(bar.console),
+            ):
+                task = bar.add_task(f"importing {file.name}", total=None)
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                summary = await load_export(
+                    rt.db, settings, namespace, file, mode, batch_size=batch_size, progress=progress
+                )
+            if not summary.waiting:
+                return summary, ""
+            try:  # the rows without usable vectors: embedded now, as the backfill would
+                embedded = await embed_waiting(
+                    rt.db, rt.embedder, TurnRecipe.from_settings(settings)
+                )
+            except GqlMemoryError as exc:
+                return summary, (
+                    f"; left waiting ({exc}): a running server embeds them, or "
+                    "`gql-memory reembed --missing`"
+                )
+            return summary, f"; embedded {plural(sum(embedded.values()), 'row')} anew"
+
+    try:
+        summary, embedded = asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    added = ", ".join(f"{kind}: {n}" for kind, n in summary.added.items())
+    read = sum(summary.read.values())
+    how = " (replacing what it held)" if summary.replaced else " (merged)" if merge else ""
+    typer.echo(
+        f"imported {sum(summary.added.values())} of {plural(read, 'record')} into namespace "
+        f"'{namespace}'{how} from the export {file.name} ({added}), {summary.seconds:.1f} s"
+    )
+    if summary.vector_note:
+        typer.echo(summary.vector_note + embedded)
 
 
 def _import_summary(summary: ImportSummary, namespace: str) -> str:

@@ -1,0 +1,571 @@
+"""Import an export (interchange/format.py) into a namespace: exactly, atomically, streamed.
+
+The whole import is one transaction: a bad line, a reference that names nothing, a database
+refusal, and nothing of the file is left behind. The file is read batch by batch and the ids
+it names are remapped through a temporary table of the transaction (kind, old id -> new id),
+so memory stays constant however large the file.
+
+Ids in a file are only names within the file: every row gets a new id from its table's
+sequence, and every reference is resolved through the map. A reference with a foreign key
+(a node's memory, an edge's nodes, a supersession) that names no record of the file is an
+error; a historical one without a key (an insight's source turns, what a working-memory item
+refers to, the original of an archived item) that names no record of the file gets a fresh id
+that no row has. So no id of a file ever reaches a row of another namespace.
+
+A namespace that holds data is refused, unless ``Mode.REPLACE`` (erased first, in the same
+transaction) or ``Mode.MERGE``: the rows are added alongside, and a row of the file that the
+namespace already holds (the same turn, insight, node ... by its natural key) is not added
+again but stands for the file's row, so importing a file twice adds nothing the second time.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects.postgresql import REGCONFIG
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from gql_memory.config import IMPORT_BATCH_SIZE, TSV_MAX_CHARS, Settings
+from gql_memory.db import Database
+from gql_memory.db.clauses import any_of
+from gql_memory.db.tables import (
+    edges,
+    episodes,
+    insights,
+    nodes,
+    raw_dialogue,
+    session_state,
+    stale_memory,
+    working_memory,
+)
+from gql_memory.errors import ValidationError
+from gql_memory.memory.embedding_config import EmbeddingSignature, stored_signature
+from gql_memory.memory.interchange.format import (
+    BY_NAME,
+    KINDS,
+    REF_KIND_RECORDS,
+    Field,
+    Header,
+    Kind,
+    LineError,
+    Record,
+    read,
+)
+from gql_memory.memory.validation import require_namespace
+from gql_memory.memory.vectors import vector_literal
+
+Progress = Callable[[int, int], None]  # records stored, records in the file
+
+
+class Mode(enum.Enum):
+    """What to do with a namespace that already holds data."""
+
+    REFUSE = "refuse"
+    REPLACE = "replace"
+    MERGE = "merge"
+
+
+@dataclass
+class LoadSummary:
+    """What an import did: rows read and added per kind, and the vectors' fate."""
+
+    read: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BY_NAME, 0))
+    added: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BY_NAME, 0))
+    vectors_used: bool = False
+    waiting: int = 0  # rows stored waiting for their vectors (memory/waiting.py)
+    replaced: bool = False
+    seconds: float = 0.0
+    vector_note: str = ""
+
+
+# The transaction's own id map and the supersessions to resolve once every row is in.
+_scratch = MetaData()
+ID_MAP = Table(
+    "interchange_ids",
+    _scratch,
+    Column("kind", Text, primary_key=True),
+    Column("old_id", BigInteger, primary_key=True),
+    Column("new_id", BigInteger, nullable=False),
+    Column("added", Integer, nullable=False),  # 1: a row this import added
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DROP",
+)
+PENDING = Table(
+    "interchange_pending",
+    _scratch,
+    Column("kind", Text, nullable=False),
+    Column("row_id", BigInteger, nullable=False),
+    Column("old_target", BigInteger, nullable=False),
+    Column("line", Integer, nullable=False),
+    prefixes=["TEMPORARY"],
+    postgresql_on_commit="DROP",
+)
+# Two imports into one namespace run one after the other (transaction-scoped lock).
+LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('gql_memory import ' || :ns, 0))"
+# Erasing comes in this order: what refers to a row goes before it (edges go with nodes).
+ERASE_ORDER = (nodes, working_memory, stale_memory, insights, episodes, raw_dialogue, session_state)
+# A row the namespace already holds, for --merge: the columns that say "the same row".
+MERGE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "raw": (("import_key",), ("session_id", "speaker", "content", "timestamp")),
+    "insight": (("content", "created_at"),),
+    "episode": (("query", "reflection", "created_at"),),
+    "node": (("label", "name"),),
+    # the second: the edge valid now between the same nodes (one at a time, by an index)
+    "edge": (
+        ("source_id", "target_id", "relation", "valid_from"),
+        ("source_id", "target_id", "relation"),
+    ),
+    "working": (("session_id", "content", "created_at"),),
+    "stale": (("session_id", "original_content", "archived_at"),),
+}
+
+
+class NamespaceNotEmptyError(ValidationError):
+    """The target namespace holds data and neither replace nor merge was asked for."""
+
+
+async def load_export(
+    db: Database,
+    settings: Settings,
+    namespace: str,
+    path: Path,
+    mode: Mode = Mode.REFUSE,
+    *,
+    batch_size: int = IMPORT_BATCH_SIZE,
+    progress: Progress | None = None,
+) -> LoadSummary:
+    """Import the export at ``path`` into ``namespace`` (module doc); ``db`` as the owner."""
+    require_namespace(namespace)
+    started = time.perf_counter()
+    total = count_records(path)  # the whole file first: a bad line stops it before any write
+    header, records = read(path)
+    summary = LoadSummary()
+    signature = await stored_signature(db)
+    vectors = _usable_vectors(header, signature)
+    summary.vectors_used = vectors
+    done = 0
+    async with db.write(namespace) as conn:
+        await conn.execute(text(LOCK_SQL), {"ns": namespace})
+        if await _holds_data(conn, namespace):
+            if mode is Mode.REFUSE:
+                raise NamespaceNotEmptyError(
+                    f"namespace {namespace!r} already holds data: import with --replace to "
+                    "erase it first, or --merge to add alongside it"
+                )
+            if mode is Mode.REPLACE:
+                await _erase(conn, namespace)
+                summary.replaced = True
+        await conn.run_sync(lambda sync: _scratch.create_all(sync, checkfirst=False))
+        loader = _Loader(conn, settings, namespace, mode is Mode.MERGE, vectors, signature)
+        for batch in _batches(records, batch_size):
+            await loader.store(batch, summary)
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        for kind in KINDS:
+            if any(f.deferred for f in kind.fields):
+                await loader.resolve_deferred(kind)
+    summary.seconds = time.perf_counter() - started
+    summary.vector_note = _vector_note(header, signature, vectors, summary.waiting)
+    return summary
+
+
+def count_records(path: Path) -> int:
+    """Read and check every line of an export (streamed): a malformed one is a LineError,
+    raised before anything is written; else the number of records."""
+    _, records = read(path)
+    return sum(1 for _ in records)
+
+
+def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    """Consecutive records of one kind, at most ``size`` at a time."""
+    pending: list[Record] = []
+    for record in records:
+        if pending and (len(pending) >= size or pending[0].kind is not record.kind):
+            yield pending
+            pending = []
+        pending.append(record)
+    if pending:
+        yield pending
+
+
+def _usable_vectors(header: Header, signature: EmbeddingSignature) -> bool:
+    """The file's vectors are stored as they are only when made exactly as the server's."""
+    if header.embedding is None:
+        return False
+    try:
+        return EmbeddingSignature.from_json(header.embedding) == signature
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _vector_note(header: Header, signature: EmbeddingSignature, used: bool, waiting: int) -> str:
+    if not waiting:
+        return "vectors: taken from the file" if used else ""
+    if header.embedding is None:
+        why = "the file holds no vectors (exported without --with-vectors)"
+    elif used:
+        why = "they waited for their vectors when exported"
+    else:
+        why = f"the file's vectors were made otherwise than this server's ({signature.describe()})"
+    return f"{waiting} rows to embed anew: {why}"
+
+
+async def _holds_data(conn: AsyncConnection, namespace: str) -> bool:
+    for kind in KINDS:
+        table = kind.table
+        found = await conn.scalar(select(exists().where(table.c.namespace == namespace)))
+        if found:
+            return True
+    return False
+
+
+async def _erase(conn: AsyncConnection, namespace: str) -> None:
+    """Every row of the namespace (within the import's transaction: undone if it fails)."""
+    for table in (insights, episodes, edges):  # supersession links within a table
+        await conn.execute(
+            update(table)
+            .where(table.c.namespace == namespace, table.c.superseded_by.is_not(None))
+            .values(superseded_by=None)
+        )
+    for table in ERASE_ORDER:
+        await conn.execute(delete(table).where(table.c.namespace == namespace))
+
+
+class _Loader:
+    """Stores batches of records within the import's transaction."""
+
+    def __init__(
+        self,
+        conn: AsyncConnection,
+        settings: Settings,
+        namespace: str,
+        merge: bool,
+        vectors: bool,
+        signature: EmbeddingSignature,
+    ) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.namespace = namespace
+        self.merge = merge
+        self.vectors = vectors
+        self.dim = signature.dim
+
+    async def store(self, batch: list[Record], summary: LoadSummary) -> None:
+        kind = batch[0].kind
+        summary.read[kind.name] += len(batch)
+        if not kind.has_id:
+            summary.added[kind.name] += await self._store_sessions(batch)
+            return
+        await self._refuse_repeated_ids(kind, batch)
+        await self._remap_references(kind, batch)
+        existing = await self._existing(kind, batch) if self.merge else {}
+        fresh = [r for r in batch if r.values["id"] not in existing]
+        new_ids = await self._allocate(kind.table, len(fresh))
+        rows = []
+        for record, new_id in zip(fresh, new_ids, strict=True):
+            existing[record.values["id"]] = new_id
+            rows.append(self._row(record, new_id, summary))
+        await self._remember(kind, batch, existing, {id(r) for r in fresh})
+        if rows:
+            await self.conn.execute(self._insert(kind), rows)
+            summary.added[kind.name] += len(rows)
+        deferred = [
+            {
+                "kind": kind.name,
+                "row_id": existing[r.values["id"]],
+                "old_target": old,
+                "line": r.line,
+            }
+            for r in fresh
+            for f in kind.fields
+            if f.deferred and (old := r.values.get(f"_{f.column}")) is not None
+        ]
+        if deferred:
+            await self.conn.execute(insert(PENDING), deferred)
+
+    # --- rows -----------------------------------------------------------------------------
+
+    def _row(self, record: Record, new_id: int, summary: LoadSummary) -> dict[str, Any]:
+        kind = record.kind
+        row = {f.column: record.values[f.column] for f in kind.fields}
+        row["id"] = new_id
+        row["namespace"] = self.namespace
+        for f in kind.fields:
+            if f.deferred:
+                row[f.column] = None  # set once every row of the kind is in
+        if kind.embedded:
+            vector = None
+            if self.vectors and record.embedding is not None:
+                if len(record.embedding) != self.dim:
+                    raise LineError(
+                        record.line,
+                        f"embedding has {len(record.embedding)} dimensions, the header's "
+                        f"signature {self.dim}",
+                    )
+                vector = vector_literal(record.embedding)
+            wants = record.has_embedding or record.waiting
+            if kind.name == "raw" and not self.settings.embed_raw_dialogue:
+                wants = False
+            row["vector_text"] = vector
+            row["embedding_waiting"] = vector is None and wants
+            summary.waiting += row["embedding_waiting"]
+            row["tsv_text"] = _searchable(kind, row)
+        return row
+
+    def _insert(self, kind: Kind) -> Any:
+        table = kind.table
+        statement = insert(table)
+        if kind.embedded:
+            statement = statement.values(
+                embedding=cast(bindparam("vector_text", type_=Text), Vector),
+                content_tsv=func.to_tsvector(
+                    literal(self.settings.text_search_config, Text).cast(REGCONFIG),
+                    func.left(bindparam("tsv_text", type_=Text), TSV_MAX_CHARS),
+                ),
+            )
+        return statement
+
+    async def _store_sessions(self, batch: list[Record]) -> int:
+        """Event counters per session; merged into one the namespace has, the larger wins
+        (a working-memory item's last event is never after its session's counter). Returns how
+        many sessions are new."""
+        rows = {r.values["session_id"]: r.values["event_counter"] for r in batch}
+        statement = pg_insert(session_state).values(
+            [
+                {"namespace": self.namespace, "session_id": sid, "event_counter": counter}
+                for sid, counter in rows.items()
+            ]
+        )
+        inserted = await self.conn.scalars(
+            statement.on_conflict_do_update(
+                index_elements=["namespace", "session_id"],
+                set_={
+                    "event_counter": func.greatest(
+                        session_state.c.event_counter, statement.excluded.event_counter
+                    )
+                },
+            ).returning(text("xmax = 0"))  # true: inserted, not updated
+        )
+        return sum(inserted)
+
+    # --- ids -------------------------------------------------------------------------------
+
+    async def _allocate(self, table: Table, count: int) -> list[int]:
+        """``count`` new ids from ``table``'s own sequence, ascending (rows keep their order)."""
+        if not count:
+            return []
+        found = await self.conn.scalars(
+            text("SELECT nextval(pg_get_serial_sequence(:t, 'id')) FROM generate_series(1, :n)"),
+            {"t": table.name, "n": count},
+        )
+        return sorted(found)
+
+    async def _refuse_repeated_ids(self, kind: Kind, batch: list[Record]) -> None:
+        seen: dict[int, int] = {}
+        for record in batch:
+            first = seen.setdefault(record.values["id"], record.line)
+            if first != record.line:
+                raise LineError(
+                    record.line, f"{kind.name} id {record.values['id']} repeats line {first}"
+                )
+        known = await self._mapped(kind.name, list(seen))
+        for record in batch:
+            if record.values["id"] in known:
+                raise LineError(
+                    record.line, f"{kind.name} id {record.values['id']} repeats an earlier record"
+                )
+
+    async def _mapped(self, kind: str, old_ids: Iterable[int]) -> dict[int, int]:
+        wanted = sorted(set(old_ids))
+        if not wanted:
+            return {}
+        found = await self.conn.execute(
+            select(ID_MAP.c.old_id, ID_MAP.c.new_id).where(
+                ID_MAP.c.kind == kind, any_of(ID_MAP.c.old_id, wanted)
+            )
+        )
+        return {old: new for old, new in found}
+
+    async def _remember(
+        self, kind: Kind, batch: list[Record], ids: dict[int, int], added: set[int]
+    ) -> None:
+        await self.conn.execute(
+            insert(ID_MAP),
+            [
+                {
+                    "kind": kind.name,
+                    "old_id": r.values["id"],
+                    "new_id": ids[r.values["id"]],
+                    "added": int(id(r) in added),
+                }
+                for r in batch
+            ],
+        )
+
+    async def _remap_references(self, kind: Kind, batch: list[Record]) -> None:
+        """Every id a record names, replaced by the id of the row it names here."""
+        for f in kind.fields:
+            if f.ref is None:
+                continue
+            if f.deferred:  # resolved at the end; kept aside meanwhile
+                for record in batch:
+                    record.values[f"_{f.column}"] = record.values[f.column]
+                continue
+            wanted: dict[str, set[int]] = {}
+            for record in batch:
+                target = _target_kind(f, record)
+                for old in _ids_of(record.values[f.column]):
+                    wanted.setdefault(target, set()).add(old)
+            for target, olds in wanted.items():
+                mapped = await self._mapped(target, olds)
+                missing = sorted(olds - set(mapped))
+                if missing and not f.loose:
+                    line = next(
+                        r.line
+                        for r in batch
+                        if _target_kind(f, r) == target
+                        and set(_ids_of(r.values[f.column])) & set(missing)
+                    )
+                    raise LineError(
+                        line, f"{f.name} {missing[0]} names no {target} record of the file"
+                    )
+                if missing:  # a memory since gone: a fresh id, which no row has
+                    mapped |= await self._fresh(target, missing)
+                for record in batch:
+                    if _target_kind(f, record) != target:
+                        continue
+                    value = record.values[f.column]
+                    if isinstance(value, list):
+                        record.values[f.column] = [mapped[v] for v in value]
+                    elif value is not None:
+                        record.values[f.column] = mapped[value]
+
+    async def _fresh(self, kind: str, olds: list[int]) -> dict[int, int]:
+        new_ids = await self._allocate(BY_NAME[kind].table, len(olds))
+        fresh = dict(zip(olds, new_ids, strict=True))
+        await self.conn.execute(
+            insert(ID_MAP),
+            [{"kind": kind, "old_id": o, "new_id": n, "added": 0} for o, n in fresh.items()],
+        )
+        return fresh
+
+    async def _existing(self, kind: Kind, batch: list[Record]) -> dict[int, int]:
+        """--merge: the file's rows the namespace already holds (by natural key), old id ->
+        the row's id. Rows this import added do not count: a file's two equal rows stay two."""
+        table = kind.table
+        matched: dict[int, int] = {}
+        for key in MERGE_KEYS[kind.name]:
+            candidates = [
+                r
+                for r in batch
+                if r.values["id"] not in matched
+                and all(r.values.get(c) is not None for c in key)
+                and (len(key) != 3 or kind.name != "edge" or r.values["valid_to"] is None)
+            ]
+            if not candidates:
+                continue
+            columns = [table.c[c] for c in key]
+            conditions: list[ColumnElement[bool]] = [
+                table.c.namespace == self.namespace,
+                tuple_(*columns).in_([tuple(r.values[c] for c in key) for r in candidates]),
+                ~exists().where(
+                    ID_MAP.c.kind == kind.name, ID_MAP.c.new_id == table.c.id, ID_MAP.c.added == 1
+                ),
+            ]
+            if kind.name == "edge" and len(key) == 3:
+                conditions.append(table.c.valid_to.is_(None))
+            found = await self.conn.execute(
+                select(table.c.id, *columns).where(and_(*conditions)).order_by(table.c.id)
+            )
+            rows: dict[tuple[Any, ...], int] = {}
+            for row in found:
+                rows.setdefault(tuple(row[1:]), row[0])
+            for record in candidates:
+                if (match := rows.get(tuple(record.values[c] for c in key))) is not None:
+                    matched[record.values["id"]] = match
+        return matched
+
+    async def resolve_deferred(self, kind: Kind) -> None:
+        """Supersession links, once every row of the kind is in: the file's ids remapped; one
+        that names no record of the file is an error naming its line."""
+        table = kind.table
+        for f in kind.fields:
+            if not f.deferred:
+                continue
+            unresolved = (
+                await self.conn.execute(
+                    select(PENDING.c.line, PENDING.c.old_target)
+                    .where(
+                        PENDING.c.kind == kind.name,
+                        ~exists().where(
+                            ID_MAP.c.kind == kind.name, ID_MAP.c.old_id == PENDING.c.old_target
+                        ),
+                    )
+                    .order_by(PENDING.c.line)
+                    .limit(1)
+                )
+            ).first()
+            if unresolved is not None:
+                raise LineError(
+                    unresolved.line,
+                    f"{f.name} {unresolved.old_target} names no {kind.name} record of the file",
+                )
+            await self.conn.execute(
+                text(
+                    f"UPDATE {table.name} t SET {f.column} = m.new_id "
+                    "FROM interchange_pending p JOIN interchange_ids m "
+                    "  ON m.kind = p.kind AND m.old_id = p.old_target "
+                    "WHERE p.kind = :kind AND t.namespace = :ns AND t.id = p.row_id"
+                ),
+                {"kind": kind.name, "ns": self.namespace},
+            )
+
+
+def _target_kind(f: Field, record: Record) -> str:
+    """The record kind a reference names (``refKind`` picks it for working and stale)."""
+    if f.ref == "refKind":
+        return REF_KIND_RECORDS.get(record.values.get("ref_kind") or "", "")
+    assert f.ref is not None
+    return f.ref
+
+
+def _ids_of(value: Any) -> list[int]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _searchable(kind: Kind, row: dict[str, Any]) -> str:
+    """The text the full-text vector is made of, as the layer's own write makes it."""
+    if kind.name == "episode":
+        return f"{row['query']} {row['reflection']}"
+    return str(row["content"])
