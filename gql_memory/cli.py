@@ -22,6 +22,7 @@ from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError,
 
 if TYPE_CHECKING:
     from gql_memory.config import Settings
+    from gql_memory.interchange.foreign import ForeignFile
     from gql_memory.keys import ApiKey, ApiKeyStore
     from gql_memory.memory.importer import ImportSummary
 
@@ -427,7 +428,9 @@ def import_transcript(
     fmt: Annotated[
         str,
         typer.Option(
-            "--format", metavar="FORMAT", help="auto, jsonl, json or locomo (auto: by content)."
+            "--format",
+            metavar="FORMAT",
+            help="auto, jsonl, json, locomo, mem0, mcp-memory or letta (auto: by content).",
         ),
     ] = "auto",
     batch_size: Annotated[
@@ -435,10 +438,12 @@ def import_transcript(
     ] = 500,  # gql_memory.config.IMPORT_BATCH_SIZE (not imported for --help; a test compares)
     data_dir: DataDirOption = None,
 ) -> None:
-    """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns)."""
+    """Import a transcript into raw dialogue: batched, idempotent (re-runs skip stored turns).
+    Also memories of mem0, the reference MCP memory server and Letta (docs/interchange.md)."""
     from rich.console import Console
     from rich.progress import Progress
 
+    from gql_memory.interchange.foreign import read_if_foreign
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
     from gql_memory.memory.validation import require_namespace
     from gql_memory.server.logs import above_progress, configure_logging
@@ -450,11 +455,16 @@ def import_transcript(
         _fail(f"no such file: {file}")
     try:  # the whole file, before any database is started: a bad one writes nothing
         require_namespace(namespace)
-        detected, turns = read_transcript(file, fmt, session_prefix)
+        foreign = read_if_foreign(file, fmt, namespace, session_prefix)
+        if foreign is None:
+            detected, turns = read_transcript(file, fmt, session_prefix)
     except GqlMemoryError as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot read {file}: {exc.strerror}")
+    if foreign is not None:  # mem0, the MCP memory server, Letta (gql_memory/interchange)
+        typer.echo(_import_foreign(foreign, settings, namespace))
+        return
 
     async def run() -> ImportSummary:
         async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
@@ -477,6 +487,20 @@ def import_transcript(
     except GqlMemoryError as exc:
         _fail(str(exc))
     typer.echo(_import_summary(summary, namespace))
+
+
+def _import_foreign(foreign: ForeignFile, settings: Settings, namespace: str) -> str:
+    from gql_memory.interchange.foreign import import_foreign
+    from gql_memory.store import AsyncMemoryStore
+
+    async def run() -> str:
+        async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
+            return (await import_foreign(store.memory, foreign)).describe(namespace)
+
+    try:
+        return asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
 
 
 def _import_summary(summary: ImportSummary, namespace: str) -> str:
