@@ -55,7 +55,7 @@ def detect_foreign(path: Path) -> ForeignFormat | None:
     if isinstance(document, dict):
         if isinstance(document.get("agents"), list) and "blocks" in document:
             return ForeignFormat.LETTA
-        if _mem0_items(document.get("results")):
+        if isinstance(document.get("results"), list):  # get_all's answer: no transcript
             return ForeignFormat.MEM0
         return None
     return ForeignFormat.MEM0 if _mem0_items(document) else None
@@ -95,6 +95,9 @@ def read_foreign(
     return ForeignFile(fmt, read_letta(path, session_prefix))
 
 
+PLURALS = {"memory": "memories", "entity": "entities"}
+
+
 @dataclass(frozen=True)
 class ForeignSummary:
     format: ForeignFormat
@@ -103,7 +106,7 @@ class ForeignSummary:
 
     def describe(self, namespace: str) -> str:
         counts = ", ".join(
-            f"{added} of {total} {what}" + ("" if total == 1 else "s")
+            f"{added} of {total} {what if total == 1 else PLURALS.get(what, what + 's')}"
             for what, total, added in self.parts
         )
         return (

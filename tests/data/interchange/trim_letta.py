@@ -7,8 +7,8 @@ commit 97989b2f2d21e79a71ce244892b3d18bcd494a4b. Run:
     python tests/data/interchange/trim_letta.py lettabot-builder.af
 
 It keeps the file's structure and every field as exported by Letta, and only drops messages:
-all of the main agent's, the first MESSAGES of its sleep-time agent's (and the in-context ids
-of the dropped ones), so the fixture stays small.
+each agent keeps its first MESSAGES (and the in-context ids of those), so the fixture stays
+small.
 """
 
 from __future__ import annotations
