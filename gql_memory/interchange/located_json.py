@@ -81,4 +81,4 @@ def item_lines(text: str, path: tuple[str, ...]) -> list[Any]:
             return result, position + 1
         return [], decoder.raw_decode(text, position)[1]
 
-    return walk(0, path)[0]  # type: ignore[no-any-return]
+    return walk(0, path)[0]
