@@ -84,3 +84,18 @@ def test_a_bad_memory_is_one_error_naming_its_line(
     with pytest.raises(ValidationError) as raised:
         read_mem0(path)
     assert str(raised.value).startswith(error)
+
+
+async def test_mem0_ids_never_reach_another_namespaces_insights(
+    target: Memory, memory: Memory, tmp_path: Path
+) -> None:
+    """A changed memory supersedes the version imported into its own namespace only."""
+    assert await import_mem0(memory.insights, read_mem0(MEM0)) == 6
+    document = json.loads(MEM0.read_text())
+    document["results"][0] |= {"memory": "Prefers matcha now", "hash": "new-hash"}
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(document))
+    assert await import_mem0(target.insights, read_mem0(path)) == 6
+    theirs = (await memory.insights.list(first=100)).items
+    assert len(theirs) == 6 and all(i.superseded_by is None for i in theirs)
+    assert all(not i.supersedes for i in (await target.insights.list(first=100)).items)
