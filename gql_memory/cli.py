@@ -23,6 +23,7 @@ from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError,
 
 if TYPE_CHECKING:
     from gql_memory.config import Settings
+    from gql_memory.interchange.foreign import ForeignFile
     from gql_memory.keys import ApiKey, ApiKeyStore
     from gql_memory.memory.importer import ImportSummary
     from gql_memory.memory.interchange.export import ExportSummary
@@ -522,7 +523,7 @@ def import_transcript(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="auto, export, jsonl, json or locomo (auto: by content).",
+            help="auto, export, jsonl, json, locomo, mem0, mcp-memory or letta (auto: by content).",
         ),
     ] = "auto",
     batch_size: Annotated[
@@ -546,7 +547,8 @@ def import_transcript(
 
     An export (`gql-memory export`) is read back exactly, in one transaction: a namespace
     that holds data is refused unless `--replace` or `--merge`. A transcript is batched and
-    idempotent (re-runs skip stored turns).
+    idempotent (re-runs skip stored turns). Also memories of mem0, the reference MCP memory
+    server and Letta (docs/interchange.md).
     """
     from gql_memory.memory.interchange.format import sniff
 
@@ -561,6 +563,7 @@ def import_transcript(
     from rich.console import Console
     from rich.progress import Progress
 
+    from gql_memory.interchange.foreign import read_if_foreign
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
     from gql_memory.memory.validation import require_namespace
     from gql_memory.server.logs import above_progress, configure_logging
@@ -570,11 +573,16 @@ def import_transcript(
     configure_logging(settings.log_level, settings.log_format)
     try:  # the whole file, before any database is started: a bad one writes nothing
         require_namespace(namespace)
-        detected, turns = read_transcript(file, fmt, session_prefix)
+        foreign = read_if_foreign(file, fmt, namespace, session_prefix)
+        if foreign is None:
+            detected, turns = read_transcript(file, fmt, session_prefix)
     except GqlMemoryError as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot read {file}: {exc.strerror}")
+    if foreign is not None:  # mem0, the MCP memory server, Letta (gql_memory/interchange)
+        typer.echo(_import_foreign(foreign, settings, namespace))
+        return
 
     async def run() -> ImportSummary:
         async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
@@ -669,6 +677,20 @@ def _import_export(
     )
     if summary.vector_note:
         typer.echo(summary.vector_note + embedded)
+
+
+def _import_foreign(foreign: ForeignFile, settings: Settings, namespace: str) -> str:
+    from gql_memory.interchange.foreign import import_foreign
+    from gql_memory.store import AsyncMemoryStore
+
+    async def run() -> str:
+        async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
+            return (await import_foreign(store.memory, foreign)).describe(namespace)
+
+    try:
+        return asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
 
 
 def _import_summary(summary: ImportSummary, namespace: str) -> str:

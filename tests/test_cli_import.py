@@ -76,7 +76,11 @@ def test_import_command_reports_a_bad_file(tmp_path: Path, database_url: str) ->
     missing = runner.invoke(app, ["import", str(tmp_path / "nope.json")], env=env)
     assert missing.exit_code == 2 and "no such file" in missing.output
     unknown = runner.invoke(app, ["import", str(path), "--format", "xml"], env=env)
-    assert unknown.exit_code == 2 and "format must be auto, jsonl, json or locomo" in unknown.output
+    assert (
+        unknown.exit_code == 2
+        and "format must be auto, export, jsonl, json, locomo, mem0, mcp-memory or letta"
+        in (unknown.output)
+    )
 
 
 def test_every_malformed_file_is_one_line_and_exit_2_before_any_database(

@@ -141,7 +141,9 @@ def read_transcript(
     try:
         fmt = ImportFormat(fmt)
     except ValueError as exc:
-        raise ValidationError("format must be auto, jsonl, json or locomo") from exc
+        raise ValidationError(
+            "format must be auto, export, jsonl, json, locomo, mem0, mcp-memory or letta"
+        ) from exc
     raw = _text_of(path)
     document: Any = None
     if fmt is not ImportFormat.JSONL and not (
