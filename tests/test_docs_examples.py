@@ -119,7 +119,8 @@ def run(example: Example, server: ServeProcess) -> str:
             f"{example}: needs a server but never reaches {EXAMPLE_SERVER}"
         )
         code = code.replace(EXAMPLE_SERVER, server.base_url)
-    script = server.data_dir.parent / f"example-{example.line}.py"
+    # a name no import can mean (a script called langgraph.py would shadow the package)
+    script = server.data_dir.parent / f"example-{Path(example.page).stem}-{example.line}.py"
     script.write_text(code)
     result = subprocess.run(
         [sys.executable, str(script)],
@@ -149,8 +150,7 @@ def test_every_example_runs_as_pasted_or_says_what_it_needs(
 
 def test_the_examples_that_are_not_run_only_need_what_a_reader_brings() -> None:
     """A model or a key; anything the test could provide, it runs."""
-    marked = {str(example): example.needs for example in EXAMPLES if not example.runnable}
-    assert all(marked.values()), marked
+    marked = {str(example): example.needs or "" for example in EXAMPLES if not example.runnable}
     assert all("model" in needs or "key" in needs for needs in marked.values()), marked
 
 
