@@ -82,10 +82,13 @@ def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural_noun or noun + 's'}"
 
 
-async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | None, int, str]:
+async def _migrate(
+    settings: Settings, embedded: bool = False, log_embedder: bool = True
+) -> tuple[str | None, int, str]:
     """Migrate and check the database (gql_memory.runtime); return its revision, the number
     of active API keys and the embedder in a few words. ``embedded``: the caller started the
-    embedded server at the URL."""
+    embedded server at the URL. ``log_embedder``: log the embedder's settings line (serve
+    does not: its app logs it as it starts)."""
     from gql_memory import runtime
     from gql_memory.db.embedded import allow_role_login
     from gql_memory.db.migrate import current_revision
@@ -97,7 +100,8 @@ async def _migrate(settings: Settings, embedded: bool = False) -> tuple[str | No
         if embedded or rt.embedded is not None:
             # the embedded server: requests will log in as the row-level security role
             await allow_role_login(rt.db, settings.database_role)
-        log.info(describe(rt.embedder))
+        if log_embedder:
+            log.info(describe(rt.embedder))
         revision = await current_revision(rt.db)
         return revision, await ApiKeyStore(rt.db).count_active(), summary(rt.embedder)
 
@@ -189,7 +193,11 @@ def serve(
             runtime.supervised(embedded, settings) as embedded_state,
         ):
             revision, active_keys, embedder = asyncio.run(
-                _migrate(settings.with_overrides(database_url=url), embedded is not None)
+                _migrate(
+                    settings.with_overrides(database_url=url),
+                    embedded is not None,
+                    log_embedder=False,  # the app's startup logs it, once per worker
+                )
             )
             mode = check_exposure(settings, active_keys)
             log.info("database at migration %s (%.2fs)", revision, time.perf_counter() - started)

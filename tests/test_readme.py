@@ -1,15 +1,14 @@
-"""The README and its reference pages in docs/ stay true: the library example runs as written
-(against its own embedded PostgreSQL), every setting and every operation is documented with
-an example, every GraphQL example is valid against the schema, and every link resolves.
+"""The README and its reference pages in docs/ stay true: every setting and every operation
+is documented with an example, every GraphQL example is valid against the schema, and every
+link resolves.
 
-The README's tour is run against a live server by tests/test_readme_tour.py.
+The README's tour is run against a live server by tests/test_readme_tour.py, every Python
+example of the docs by tests/test_docs_examples.py.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,27 +63,6 @@ def anchor(heading: str) -> str:
 
 def anchors(text: str) -> set[str]:
     return {anchor(h) for level in range(1, 5) for h in headings(text, level)}
-
-
-# --- the library example -------------------------------------------------------------------
-
-
-def library_example() -> str:
-    page = (DOCS / "library.md").read_text()
-    section = page[page.index("## In a few lines") :]
-    return code_blocks(section, "python")[0][1]
-
-
-def test_library_example_runs(tmp_path: Path) -> None:
-    code = library_example().replace(
-        "MemoryStore()", f"MemoryStore(data_dir={str(tmp_path / 'data')!r})", 1
-    )
-    assert f"data_dir={str(tmp_path / 'data')!r}" in code
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Importance must be <= 1.0" in result.stdout
 
 
 # --- settings ------------------------------------------------------------------------------

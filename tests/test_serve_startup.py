@@ -1,6 +1,7 @@
 """What `gql-memory serve` says before and as it starts: a port in use and an unreachable
 embedding server are one line each, before PostgreSQL starts; on a terminal the logs are
-readable lines under a short banner (GraphiQL, dashboard, data dir, embedder, API keys)."""
+readable lines, each said once, under a short banner (GraphiQL, dashboard, data dir,
+embedder, API keys)."""
 
 from __future__ import annotations
 
@@ -145,6 +146,8 @@ def test_on_a_terminal_logs_are_readable_lines_under_a_banner(scratch_dir: Path)
     assert any(re.match(r"\d\d:\d\d:\d\d\s+INFO\s+migrating to 0001: Foundation", line)
                for line in lines), shown  # fmt: skip
     assert "Context impl" not in shown
+    # the embedder's settings, once (the pre-flight check said them too, before the app did)
+    assert len(re.findall(r"embeddings: provider=hash ", shown)) == 1, shown
     banner = shown[shown.index("gql-memory is serving:") :]
     for name, value in (
         ("GraphiQL", f"http://127.0.0.1:{port}/graphql"),

@@ -16,7 +16,9 @@ class Stats:
     episodes: int = strawberry.field(description="Stored episodes.")
     nodes: int = strawberry.field(description="Graph nodes.")
     edges: int = strawberry.field(description="Graph edges.")
-    sessions: int = strawberry.field(description="Sessions with working memory or dialogue.")
+    sessions: int = strawberry.field(
+        description="Sessions holding working memory, dialogue or archived items."
+    )
     embeddings_waiting: int = strawberry.field(
         description="Raw turns, insights and episodes stored while the embedding provider was "
         "down, waiting for their vectors: the server embeds them in the background once the "

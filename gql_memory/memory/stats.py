@@ -21,6 +21,7 @@ SELECT
   (SELECT count(*) FROM (
       SELECT session_id FROM working_memory WHERE namespace = :ns
       UNION SELECT session_id FROM raw_dialogue WHERE namespace = :ns
+      UNION SELECT session_id FROM stale_memory WHERE namespace = :ns
   ) s) AS sessions,
   (SELECT count(*) FROM raw_dialogue WHERE namespace = :ns AND embedding_waiting)
     + (SELECT count(*) FROM insights WHERE namespace = :ns AND embedding_waiting)
@@ -38,7 +39,7 @@ class MemoryStats:
     episodes: int
     nodes: int
     edges: int
-    sessions: int
+    sessions: int  # sessions holding anything: working memory, dialogue or archived items
     # rows stored while the embedder was down, waiting for their vectors (memory.waiting)
     embeddings_waiting: int = 0
 

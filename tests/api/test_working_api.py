@@ -103,6 +103,23 @@ async def test_forget_session_erases_every_layer_of_it(api: LiveServer) -> None:
     assert stats == {"rawDialogue": 0, "workingMemory": 1, "staleMemory": 0, "sessions": 1}
 
 
+async def test_a_session_counts_while_it_holds_anything_archived_items_included(
+    api: LiveServer,
+) -> None:
+    """stats.sessions counts what the dashboard lists: working memory, dialogue or stale."""
+    await add(api, "kept", session="working")
+    await api.data(
+        'mutation { storeRawDialogue(input: {sessionId: "talk", speaker: "user", content: "hi"})'
+        " { id } }"
+    )
+    archived = await add(api, "archived", session="stale")
+    await api.data(
+        "mutation($id: ID!) { archiveWorkingMemory(id: $id) { id } }", {"id": archived["addedId"]}
+    )
+    stats = (await api.data("{ stats { workingMemory staleMemory sessions } }"))["stats"]
+    assert stats == {"workingMemory": 1, "staleMemory": 1, "sessions": 3}
+
+
 @pytest.mark.parametrize("run", range(3))
 async def test_concurrent_http_adds_never_exceed_capacity(
     api: LiveServer, db: Database, run: int

@@ -264,10 +264,12 @@ async def test_the_dashboard_shows_sessions_stale_memory_search_and_the_graph(
 
 
 def session_fills(driver: WebDriver) -> dict[str, str]:
-    """Session -> "n/capacity" as the session list shows it."""
-    names = texts(driver, "#session-list .session button")
-    counts = texts(driver, "#session-list .session .count")
-    return dict(zip(names, counts, strict=True))
+    """Session -> "n/capacity" as the session list shows it (read at once)."""
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#session-list .session')]"
+        ".map((s) => [s.querySelector('button').textContent,"
+        " s.querySelector('.count').textContent]));"
+    )
 
 
 # --- where no key is needed: a loopback server with API keys optional (the default) --------
@@ -369,6 +371,59 @@ async def test_the_dashboard_connects_by_itself_where_no_key_is_needed(
     # the dashboard's documents are known without GQL_MEMORY_TRUSTED_DOCUMENTS: ids only
     operations = [json.loads(r["body"]) for r in sent if r["url"].endswith("/graphql")]
     assert operations and all("documentId" in operation for operation in operations)
+    assert not console_errors(browser)
+
+
+def header_count(driver: WebDriver, name: str) -> str | None:
+    """A count of the header (``sessions``, ``insights`` ...) as the page shows it (read at
+    once: the header re-renders as events arrive)."""
+    counts = driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#stats div')].map((d) =>"
+        " [d.querySelector('dt').textContent, d.querySelector('dd').textContent]));"
+    )
+    return counts.get(name)
+
+
+async def test_the_session_list_and_the_header_count_the_same_sessions(
+    browser: WebDriver, local_live: LiveServer, db: Database
+) -> None:
+    """A new namespace lists no session (not an empty "default"), nor one watched while it is
+    empty; once sessions hold something, the list shows them and the header counts them."""
+    await truncate_all(db)
+
+    def fresh() -> dict[str, Any]:
+        open_dashboard(browser, local_live.base_url)
+        wait = WebDriverWait(browser, CONNECT_S, poll_frequency=0.05)
+        wait.until(lambda d: header_count(d, "sessions") is not None)
+        field = browser.find_element(By.ID, "watch-session")
+        field.send_keys("chat-42")
+        browser.find_element(By.CSS_SELECTOR, "#watch-form button[type=submit]").click()
+        wait.until(lambda d: d.find_element(By.ID, "focused-session").text == "chat-42")
+        save_screenshot(browser, "dashboard-empty")
+        return {
+            "sessions": session_fills(browser),
+            "list": texts(browser, "#session-list li"),
+            "count": header_count(browser, "sessions"),
+        }
+
+    shown = await asyncio.to_thread(fresh)
+    assert shown == {"sessions": {}, "list": ["No sessions yet"], "count": "0"}
+
+    # dialogue in two sessions, an item archived from a third: three sessions hold something
+    await local_live.data(TURN, {"s": "chat-42", "c": "My cat is called Miso"})
+    await local_live.data(TURN, {"s": "agent-7", "c": "Book a trip to Berlin"})
+    item = await local_live.data(NOTE, {"s": "notes", "c": "Passport expires in June"})
+    await local_live.data(ARCHIVE, {"id": item["addWorkingMemory"]["addedId"]})
+
+    listed = {session: f"0/{CAPACITY}" for session in ("agent-7", "chat-42", "notes")}
+
+    def filled() -> dict[str, Any]:
+        wait = WebDriverWait(browser, LIVE_S, poll_frequency=0.05)
+        wait.until(lambda d: header_count(d, "stale") == "1" and session_fills(d) == listed)
+        save_screenshot(browser, "dashboard-sessions")
+        return {"sessions": session_fills(browser), "count": header_count(browser, "sessions")}
+
+    assert await asyncio.to_thread(filled) == {"sessions": listed, "count": "3"}
     assert not console_errors(browser)
 
 

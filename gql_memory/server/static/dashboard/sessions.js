@@ -1,7 +1,9 @@
 // Sessions and working memory: each session's fill (n/capacity) with one small bar per item,
 // and the focused session's items with importance and live attention. The focused session
 // follows workingMemoryChanged (its events carry the items, attention included); the others
-// are refetched when memoryEvents says they changed.
+// are refetched when memoryEvents says they changed. The list names the sessions that hold
+// something (dialogue, archived items or working memory), as the header's count does: never
+// the default session, nor a watched one, while they are empty.
 
 import { bar, coalesced, h, score } from "./dom.js";
 import { SESSION_FILL, SESSIONS, WORKING_MEMORY, WORKING_MEMORY_CHANGED } from "./operations.js";
@@ -18,6 +20,8 @@ const SESSION_KINDS = new Set([
   "SESSION_FORGOTTEN",
   "DIALOGUE_STORED",
 ]);
+// memoryEvents kinds that leave a turn or an archived item in the session.
+const HOLDING_KINDS = new Set(["DIALOGUE_STORED", "EVICTED", "ARCHIVED", "DECAYED"]);
 const DEFAULT_SESSION = "default";
 
 export class SessionsView {
@@ -25,7 +29,8 @@ export class SessionsView {
     this.client = client;
     this.limits = limits;
     this.report = report;
-    this.fills = new Map([[DEFAULT_SESSION, null]]); // session -> [{importance, attention}]
+    this.fills = new Map(); // session -> [{importance, attention}], null until fetched
+    this.held = new Set(); // sessions seen in dialogue or stale memory
     this.refreshers = new Map();
     this.focused = DEFAULT_SESSION;
     this.chosen = false; // whether the user picked the focused session
@@ -97,6 +102,8 @@ export class SessionsView {
       return;
     }
     if (!sessionId || !SESSION_KINDS.has(kind)) return;
+    if (kind === "SESSION_FORGOTTEN") this.held.delete(sessionId);
+    if (HOLDING_KINDS.has(kind)) this.held.add(sessionId);
     if (sessionId !== this.focused) {
       this.#refresher(sessionId)();
     } else if (kind === "DIALOGUE_STORED") {
@@ -110,6 +117,7 @@ export class SessionsView {
       const data = await this.client.execute(SESSIONS);
       const seen = [...data.rawDialogue.edges, ...data.staleMemory.edges].map((e) => e.node);
       for (const { sessionId } of seen) {
+        this.held.add(sessionId);
         if (!this.fills.has(sessionId)) this.fills.set(sessionId, null);
       }
       // until the user picks one, the page follows the most recently active session
@@ -169,11 +177,22 @@ export class SessionsView {
     this.renderItems();
   }
 
+  /** Whether a session holds anything: dialogue, archived items or working memory. */
+  #holdsMemory(session) {
+    return this.held.has(session) || this.fills.get(session)?.length > 0;
+  }
+
   renderList() {
     const capacity = this.limits.capacity;
-    const sessions = [...this.fills.keys()].sort((a, b) =>
-      a === DEFAULT_SESSION ? -1 : b === DEFAULT_SESSION ? 1 : a.localeCompare(b),
-    );
+    const sessions = [...this.fills.keys()]
+      .filter((session) => this.#holdsMemory(session))
+      .sort((a, b) =>
+        a === DEFAULT_SESSION ? -1 : b === DEFAULT_SESSION ? 1 : a.localeCompare(b),
+      );
+    if (!sessions.length) {
+      this.list.replaceChildren(h("li", { class: "empty" }, "No sessions yet"));
+      return;
+    }
     this.list.replaceChildren(
       ...sessions.map((session) => {
         const items = this.fills.get(session);
