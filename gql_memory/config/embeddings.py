@@ -153,7 +153,7 @@ class IndexingSettings:
         "twice the embedding work of ingest. Off (the default): the contextual document only.",
     )
     embed_raw_context_short_only: bool = Field(
-        default=False,
+        default=True,
         description="Give a raw turn its context only when it and the turn before it are "
         "both at most GQL_MEMORY_EMBED_RAW_CONTEXT_TOKENS long (a short exchange); a longer "
         "turn, or one after a long turn, is embedded alone.",

@@ -29,16 +29,17 @@ class TurnRecipe:
 
     context_tokens: int = 96
     pooled_alone: bool = False
-    short_only: bool = False
+    short_only: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.context_tokens:  # the turn alone: nothing to pool, no context to give
+            object.__setattr__(self, "pooled_alone", False)
+            object.__setattr__(self, "short_only", False)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TurnRecipe:
         context = settings.embed_raw_context_tokens if settings.embed_raw_context else 0
-        return cls(
-            context,
-            bool(settings.embed_raw_alone and context),
-            bool(settings.embed_raw_context_short_only and context),
-        )
+        return cls(context, settings.embed_raw_alone, settings.embed_raw_context_short_only)
 
     def describe(self) -> str:
         if not self.context_tokens:

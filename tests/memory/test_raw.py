@@ -208,19 +208,27 @@ def sentences(count: int, seed: int) -> str:
     )
 
 
-async def test_a_short_turn_after_a_long_one_is_embedded_whole_with_a_budgeted_context(
+async def test_a_short_turn_after_a_long_one_is_embedded_alone_or_with_a_budgeted_context(
     db: Database, settings: Settings
 ) -> None:
+    """By default (GQL_MEMORY_EMBED_RAW_CONTEXT_SHORT_ONLY) a turn after a long one is
+    embedded alone; with context everywhere, after the end of the long one within the
+    budget."""
     e5 = E5Embedder(settings.with_overrides(embedding_provider="local"))
-    probe = Probe(e5)
-    memory = Memory(db, settings, embedder=probe)
-    await truncate_all(db)
     long = sentences(90, 1)  # ~3,200 characters
     short = "Ottilie keeps the brass compass in the linen drawer, next to the maps."
     assert len(long) > 3_000
-    await memory.raw.store_many(
-        [RawDialogueInput("s", "assistant", long), RawDialogueInput("s", "user", short)]
-    )
+    turns = [RawDialogueInput("s", "assistant", long), RawDialogueInput("s", "user", short)]
+
+    probe = Probe(e5)
+    await truncate_all(db)
+    await Memory(db, settings, embedder=probe).raw.store_many(turns)
+    assert probe.asked[-1] == f"user: {short}"
+
+    probe = Probe(e5)
+    await truncate_all(db)
+    everywhere = settings.with_overrides(embed_raw_context_short_only=False)
+    await Memory(db, everywhere, embedder=probe).raw.store_many(turns)
     document = probe.asked[-1]
     assert document.endswith(f"user: {short}")
     context = document.removesuffix(f"\nuser: {short}")

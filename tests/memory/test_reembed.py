@@ -94,7 +94,7 @@ async def test_changing_the_recipe_of_raw_turns_needs_a_reembed(
     _, _, dim = await stored_config(db)  # whatever the tests before left
     provider = HashEmbedder(dim)
     in_context = TurnRecipe.from_settings(settings)
-    assert in_context == TurnRecipe(96, pooled_alone=False)  # the defaults
+    assert in_context == TurnRecipe(96, pooled_alone=False, short_only=True)  # the defaults
     await verify_embedding_config(db, provider, in_context)
     memory = Memory(db, settings, embedder=provider)
     first, second = await memory.raw.store_many(
@@ -105,7 +105,7 @@ async def test_changing_the_recipe_of_raw_turns_needs_a_reembed(
     with pytest.raises(ConfigurationError) as refused:
         await verify_embedding_config(db, provider, alone)
     message = str(refused.value)
-    assert "raw turns embedded after the previous turn's last 96 tokens" in message
+    assert "raw turns embedded after the previous turn when both are at most 96 tokens" in message
     assert "raw turns embedded alone" in message and "gql-memory reembed" in message
     assert "GQL_MEMORY_EMBED_RAW_CONTEXT" in message
 

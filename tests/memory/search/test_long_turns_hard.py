@@ -10,13 +10,13 @@ over lowercased word tokens, and their reciprocal-rank fusion (k 60, each one's 
 hybrid must reach the fusion; each leg alone (the other's weight 0, no graph propagation, as
 the benchmark runs them) must reach its plain counterpart.
 
-On today's defaults the two legs fall short (issue 42 is open for them): the vector leg
-embeds a turn after the previous turn's last 96 tokens, which blurs a short turn after a long
-one (7 of 8 in the top 5, e5 over the turn alone 8), and the text leg reads PostgreSQL's
+The vector leg fell short while every turn was embedded after the previous turn's last 96
+tokens, which blurs a short turn after a long one (7 of 8 in the top 5, e5 over the turn
+alone 8); since a turn gets its context only in a short exchange
+(GQL_MEMORY_EMBED_RAW_CONTEXT_SHORT_ONLY) it finds all 8. The text leg reads PostgreSQL's
 english configuration, which drops "I / me / my" and stems "weeks" and "using" into words the
-long answers are full of (4 of 8, BM25Okapi 7). Those two tests are strict expected
-failures: the change that fixes a leg makes its test pass, and the strict mark then fails
-the suite until it is removed.
+long answers are full of (4 of 8, BM25Okapi 7): a strict expected failure, which fails the
+suite once a change fixes it, until the mark is removed.
 """
 
 from __future__ import annotations
@@ -171,9 +171,6 @@ async def test_the_hybrid_finds_the_evidence_as_the_references_fusion_does(
     assert in_top(found) >= in_top(RRF_RANKS), outcome(found, "RRF of e5 and BM25Okapi", RRF_RANKS)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 42: a turn is embedded after its context (7 of 8, e5 alone 8)"
-)
 async def test_the_vector_leg_alone_finds_it_as_e5_over_the_turn_alone_does(
     stored: Stored,
 ) -> None:
