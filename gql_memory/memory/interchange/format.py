@@ -146,7 +146,7 @@ class Field:
     ref: str | None = None
     deferred: bool = False
     # a reference without a foreign key (a memory that may since be gone): an id that names
-    # no record of the file gets a fresh id that no row has (see interchange/load.py)
+    # no record of the file gets a fresh id that no row has (see interchange/ids.py)
     loose: bool = False
 
 

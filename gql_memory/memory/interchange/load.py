@@ -1,16 +1,9 @@
 """Import an export (interchange/format.py) into a namespace: exactly, atomically, streamed.
 
 The whole import is one transaction: a bad line, a reference that names nothing, a database
-refusal, and nothing of the file is left behind. The file is read batch by batch and the ids
-it names are remapped through a temporary table of the transaction (kind, old id -> new id),
-so memory stays constant however large the file.
-
-Ids in a file are only names within the file: every row gets a new id from its table's
-sequence, and every reference is resolved through the map. A reference with a foreign key
-(a node's memory, an edge's nodes, a supersession) that names no record of the file is an
-error; a historical one without a key (an insight's source turns, what a working-memory item
-refers to, the original of an archived item) that names no record of the file gets a fresh id
-that no row has. So no id of a file ever reaches a row of another namespace.
+refusal, and nothing of the file is left behind. The file is read batch by batch; the ids it
+names are only names within the file, remapped to new rows' ids (interchange/ids.py), so no id
+of a file reaches a row of another namespace and memory stays constant however large the file.
 
 A namespace that holds data is refused, unless ``Mode.REPLACE`` (erased first, in the same
 transaction) or ``Mode.MERGE``: the rows are added alongside, and a row of the file that the
@@ -22,19 +15,14 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
-    BigInteger,
-    Column,
     ColumnElement,
-    Integer,
-    MetaData,
-    Table,
     Text,
     and_,
     bindparam,
@@ -55,7 +43,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import IMPORT_BATCH_SIZE, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
-from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import (
     edges,
     episodes,
@@ -71,14 +58,13 @@ from gql_memory.memory.embedding_config import EmbeddingSignature, stored_signat
 from gql_memory.memory.interchange.format import (
     BY_NAME,
     KINDS,
-    REF_KIND_RECORDS,
-    Field,
     Header,
     Kind,
     LineError,
     Record,
     read,
 )
+from gql_memory.memory.interchange.ids import IdMap
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.vectors import vector_literal
 
@@ -106,28 +92,6 @@ class LoadSummary:
     vector_note: str = ""
 
 
-# The transaction's own id map and the supersessions to resolve once every row is in.
-_scratch = MetaData()
-ID_MAP = Table(
-    "interchange_ids",
-    _scratch,
-    Column("kind", Text, primary_key=True),
-    Column("old_id", BigInteger, primary_key=True),
-    Column("new_id", BigInteger, nullable=False),
-    Column("added", Integer, nullable=False),  # 1: a row this import added
-    prefixes=["TEMPORARY"],
-    postgresql_on_commit="DROP",
-)
-PENDING = Table(
-    "interchange_pending",
-    _scratch,
-    Column("kind", Text, nullable=False),
-    Column("row_id", BigInteger, nullable=False),
-    Column("old_target", BigInteger, nullable=False),
-    Column("line", Integer, nullable=False),
-    prefixes=["TEMPORARY"],
-    postgresql_on_commit="DROP",
-)
 # Two imports into one namespace run one after the other (transaction-scoped lock).
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('gql_memory import ' || :ns, 0))"
 # Erasing comes in this order: what refers to a row goes before it (edges go with nodes).
@@ -183,8 +147,9 @@ async def load_export(
             if mode is Mode.REPLACE:
                 await _erase(conn, namespace)
                 summary.replaced = True
-        await conn.run_sync(lambda sync: _scratch.create_all(sync, checkfirst=False))
-        loader = _Loader(conn, settings, namespace, mode is Mode.MERGE, vectors, signature)
+        ids = IdMap(conn, namespace)
+        await ids.create()
+        loader = _Loader(conn, ids, settings, namespace, mode is Mode.MERGE, vectors, signature)
         for batch in _batches(records, batch_size):
             await loader.store(batch, summary)
             done += len(batch)
@@ -192,7 +157,7 @@ async def load_export(
                 progress(done, total)
         for kind in KINDS:
             if any(f.deferred for f in kind.fields):
-                await loader.resolve_deferred(kind)
+                await ids.resolve_deferred(kind)
     summary.seconds = time.perf_counter() - started
     summary.vector_note = _vector_note(header, signature, vectors, summary.waiting)
     return summary
@@ -266,6 +231,7 @@ class _Loader:
     def __init__(
         self,
         conn: AsyncConnection,
+        ids: IdMap,
         settings: Settings,
         namespace: str,
         merge: bool,
@@ -273,6 +239,7 @@ class _Loader:
         signature: EmbeddingSignature,
     ) -> None:
         self.conn = conn
+        self.ids = ids
         self.settings = settings
         self.namespace = namespace
         self.merge = merge
@@ -285,32 +252,20 @@ class _Loader:
         if not kind.has_id:
             summary.added[kind.name] += await self._store_sessions(batch)
             return
-        await self._refuse_repeated_ids(kind, batch)
-        await self._remap_references(kind, batch)
+        await self.ids.refuse_repeated_ids(kind, batch)
+        await self.ids.remap_references(kind, batch)
         existing = await self._existing(kind, batch) if self.merge else {}
         fresh = [r for r in batch if r.values["id"] not in existing]
-        new_ids = await self._allocate(kind.table, len(fresh))
+        new_ids = await self.ids.allocate(kind.table, len(fresh))
         rows = []
         for record, new_id in zip(fresh, new_ids, strict=True):
             existing[record.values["id"]] = new_id
             rows.append(self._row(record, new_id, summary))
-        await self._remember(kind, batch, existing, {id(r) for r in fresh})
+        await self.ids.remember(kind, batch, existing, {id(r) for r in fresh})
         if rows:
             await self.conn.execute(self._insert(kind), rows)
             summary.added[kind.name] += len(rows)
-        deferred = [
-            {
-                "kind": kind.name,
-                "row_id": existing[r.values["id"]],
-                "old_target": old,
-                "line": r.line,
-            }
-            for r in fresh
-            for f in kind.fields
-            if f.deferred and (old := r.values.get(f"_{f.column}")) is not None
-        ]
-        if deferred:
-            await self.conn.execute(insert(PENDING), deferred)
+        await self.ids.defer(kind, fresh, existing)
 
     # --- rows -----------------------------------------------------------------------------
 
@@ -377,107 +332,6 @@ class _Loader:
         )
         return sum(inserted)
 
-    # --- ids -------------------------------------------------------------------------------
-
-    async def _allocate(self, table: Table, count: int) -> list[int]:
-        """``count`` new ids from ``table``'s own sequence, ascending (rows keep their order)."""
-        if not count:
-            return []
-        found = await self.conn.scalars(
-            text("SELECT nextval(pg_get_serial_sequence(:t, 'id')) FROM generate_series(1, :n)"),
-            {"t": table.name, "n": count},
-        )
-        return sorted(found)
-
-    async def _refuse_repeated_ids(self, kind: Kind, batch: list[Record]) -> None:
-        seen: dict[int, int] = {}
-        for record in batch:
-            first = seen.setdefault(record.values["id"], record.line)
-            if first != record.line:
-                raise LineError(
-                    record.line, f"{kind.name} id {record.values['id']} repeats line {first}"
-                )
-        known = await self._mapped(kind.name, list(seen))
-        for record in batch:
-            if record.values["id"] in known:
-                raise LineError(
-                    record.line, f"{kind.name} id {record.values['id']} repeats an earlier record"
-                )
-
-    async def _mapped(self, kind: str, old_ids: Iterable[int]) -> dict[int, int]:
-        wanted = sorted(set(old_ids))
-        if not wanted:
-            return {}
-        found = await self.conn.execute(
-            select(ID_MAP.c.old_id, ID_MAP.c.new_id).where(
-                ID_MAP.c.kind == kind, any_of(ID_MAP.c.old_id, wanted)
-            )
-        )
-        return {old: new for old, new in found}
-
-    async def _remember(
-        self, kind: Kind, batch: list[Record], ids: dict[int, int], added: set[int]
-    ) -> None:
-        await self.conn.execute(
-            insert(ID_MAP),
-            [
-                {
-                    "kind": kind.name,
-                    "old_id": r.values["id"],
-                    "new_id": ids[r.values["id"]],
-                    "added": int(id(r) in added),
-                }
-                for r in batch
-            ],
-        )
-
-    async def _remap_references(self, kind: Kind, batch: list[Record]) -> None:
-        """Every id a record names, replaced by the id of the row it names here."""
-        for f in kind.fields:
-            if f.ref is None:
-                continue
-            if f.deferred:  # resolved at the end; kept aside meanwhile
-                for record in batch:
-                    record.values[f"_{f.column}"] = record.values[f.column]
-                continue
-            wanted: dict[str, set[int]] = {}
-            for record in batch:
-                target = _target_kind(f, record)
-                for old in _ids_of(record.values[f.column]):
-                    wanted.setdefault(target, set()).add(old)
-            for target, olds in wanted.items():
-                mapped = await self._mapped(target, olds)
-                missing = sorted(olds - set(mapped))
-                if missing and not f.loose:
-                    line = next(
-                        r.line
-                        for r in batch
-                        if _target_kind(f, r) == target
-                        and set(_ids_of(r.values[f.column])) & set(missing)
-                    )
-                    raise LineError(
-                        line, f"{f.name} {missing[0]} names no {target} record of the file"
-                    )
-                if missing:  # a memory since gone: a fresh id, which no row has
-                    mapped |= await self._fresh(target, missing)
-                for record in batch:
-                    if _target_kind(f, record) != target:
-                        continue
-                    value = record.values[f.column]
-                    if isinstance(value, list):
-                        record.values[f.column] = [mapped[v] for v in value]
-                    elif value is not None:
-                        record.values[f.column] = mapped[value]
-
-    async def _fresh(self, kind: str, olds: list[int]) -> dict[int, int]:
-        new_ids = await self._allocate(BY_NAME[kind].table, len(olds))
-        fresh = dict(zip(olds, new_ids, strict=True))
-        await self.conn.execute(
-            insert(ID_MAP),
-            [{"kind": kind, "old_id": o, "new_id": n, "added": 0} for o, n in fresh.items()],
-        )
-        return fresh
-
     async def _existing(self, kind: Kind, batch: list[Record]) -> dict[int, int]:
         """--merge: the file's rows the namespace already holds (by natural key), old id ->
         the row's id. Rows this import added do not count: a file's two equal rows stay two."""
@@ -497,9 +351,7 @@ class _Loader:
             conditions: list[ColumnElement[bool]] = [
                 table.c.namespace == self.namespace,
                 tuple_(*columns).in_([tuple(r.values[c] for c in key) for r in candidates]),
-                ~exists().where(
-                    ID_MAP.c.kind == kind.name, ID_MAP.c.new_id == table.c.id, ID_MAP.c.added == 1
-                ),
+                self.ids.not_added(kind),
             ]
             if kind.name == "edge" and len(key) == 3:
                 conditions.append(table.c.valid_to.is_(None))
@@ -513,55 +365,6 @@ class _Loader:
                 if (match := rows.get(tuple(record.values[c] for c in key))) is not None:
                     matched[record.values["id"]] = match
         return matched
-
-    async def resolve_deferred(self, kind: Kind) -> None:
-        """Supersession links, once every row of the kind is in: the file's ids remapped; one
-        that names no record of the file is an error naming its line."""
-        table = kind.table
-        for f in kind.fields:
-            if not f.deferred:
-                continue
-            unresolved = (
-                await self.conn.execute(
-                    select(PENDING.c.line, PENDING.c.old_target)
-                    .where(
-                        PENDING.c.kind == kind.name,
-                        ~exists().where(
-                            ID_MAP.c.kind == kind.name, ID_MAP.c.old_id == PENDING.c.old_target
-                        ),
-                    )
-                    .order_by(PENDING.c.line)
-                    .limit(1)
-                )
-            ).first()
-            if unresolved is not None:
-                raise LineError(
-                    unresolved.line,
-                    f"{f.name} {unresolved.old_target} names no {kind.name} record of the file",
-                )
-            await self.conn.execute(
-                text(
-                    f"UPDATE {table.name} t SET {f.column} = m.new_id "
-                    "FROM interchange_pending p JOIN interchange_ids m "
-                    "  ON m.kind = p.kind AND m.old_id = p.old_target "
-                    "WHERE p.kind = :kind AND t.namespace = :ns AND t.id = p.row_id"
-                ),
-                {"kind": kind.name, "ns": self.namespace},
-            )
-
-
-def _target_kind(f: Field, record: Record) -> str:
-    """The record kind a reference names (``refKind`` picks it for working and stale)."""
-    if f.ref == "refKind":
-        return REF_KIND_RECORDS.get(record.values.get("ref_kind") or "", "")
-    assert f.ref is not None
-    return f.ref
-
-
-def _ids_of(value: Any) -> list[int]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
 
 
 def _searchable(kind: Kind, row: dict[str, Any]) -> str:
