@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
-    ColumnElement,
+    Index,
     Integer,
     MetaData,
     Table,
@@ -53,6 +53,7 @@ ID_MAP = Table(
     Column("old_id", BigInteger, primary_key=True),
     Column("new_id", BigInteger, nullable=False),
     Column("added", Integer, nullable=False),  # 1: a row this import added
+    Index("interchange_ids_new", "kind", "new_id"),  # --merge: rows this import added
     prefixes=["TEMPORARY"],
     postgresql_on_commit="DROP",
 )
@@ -135,13 +136,17 @@ class IdMap:
             ],
         )
 
-    def not_added(self, kind: Kind) -> ColumnElement[bool]:
-        """A row of ``kind``'s table that this import did not add (for --merge's matching)."""
-        return ~exists().where(
-            ID_MAP.c.kind == kind.name,
-            ID_MAP.c.new_id == kind.table.c.id,
-            ID_MAP.c.added == 1,
+    async def added_by_this_import(self, kind: Kind, new_ids: list[int]) -> set[int]:
+        """Which of these rows of ``kind``'s table this import added (for --merge's
+        matching: a file's two equal records stay two rows)."""
+        if not new_ids:
+            return set()
+        found = await self.conn.scalars(
+            select(ID_MAP.c.new_id).where(
+                ID_MAP.c.kind == kind.name, ID_MAP.c.added == 1, any_of(ID_MAP.c.new_id, new_ids)
+            )
         )
+        return set(found)
 
     async def remap_references(self, kind: Kind, batch: list[Record]) -> None:
         """Every id a record names, replaced by the id of the row it names here (module doc);

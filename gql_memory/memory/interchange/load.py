@@ -30,7 +30,6 @@ from sqlalchemy import (
     delete,
     exists,
     func,
-    insert,
     literal,
     select,
     text,
@@ -55,6 +54,7 @@ from gql_memory.db.tables import (
 )
 from gql_memory.errors import ValidationError
 from gql_memory.memory.embedding_config import EmbeddingSignature, stored_signature
+from gql_memory.memory.graph.nodes import MAX_NODE_KEY_BYTES
 from gql_memory.memory.interchange.format import (
     BY_NAME,
     KINDS,
@@ -109,6 +109,14 @@ MERGE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "working": (("session_id", "content", "created_at"),),
     "stale": (("session_id", "original_content", "archived_at"),),
+}
+
+
+# What a table holds once per namespace besides its id (its unique indexes), as a record names it.
+UNIQUE_KEYS = {
+    "raw": "importKey",
+    "node": "label and name",
+    "edge": "sourceId, targetId and relation (valid now)",
 }
 
 
@@ -263,7 +271,7 @@ class _Loader:
             rows.append(self._row(record, new_id, summary))
         await self.ids.remember(kind, batch, existing, {id(r) for r in fresh})
         if rows:
-            await self.conn.execute(self._insert(kind), rows)
+            await self._insert_rows(kind, fresh, rows)
             summary.added[kind.name] += len(rows)
         await self.ids.defer(kind, fresh, existing)
 
@@ -277,6 +285,14 @@ class _Loader:
         for f in kind.fields:
             if f.deferred:
                 row[f.column] = None  # set once every row of the kind is in
+        if kind.name == "node" and (
+            len(f"{self.namespace}{row['label']}{row['name']}".encode()) > MAX_NODE_KEY_BYTES
+        ):
+            raise LineError(
+                record.line,
+                f"label and name together must be at most {MAX_NODE_KEY_BYTES} bytes of UTF-8 "
+                "(with the namespace's name)",
+            )
         if kind.embedded:
             vector = None
             if self.vectors and record.embedding is not None:
@@ -296,9 +312,27 @@ class _Loader:
             row["tsv_text"] = _searchable(kind, row)
         return row
 
+    async def _insert_rows(
+        self, kind: Kind, records: list[Record], rows: list[dict[str, Any]]
+    ) -> None:
+        """The rows, or a LineError naming the first whose natural key (UNIQUE_KEYS) another
+        row holds: a record the file repeats, or a row written meanwhile."""
+        table = kind.table
+        statement = self._insert(kind).on_conflict_do_nothing().returning(table.c.id)
+        stored = set(await self.conn.scalars(statement, rows))
+        if len(stored) == len(rows):
+            return
+        record = next(r for r, row in zip(records, rows, strict=True) if row["id"] not in stored)
+        what = UNIQUE_KEYS[kind.name]
+        raise LineError(
+            record.line,
+            f"{kind.name} id {record.values['id']}: its {what} "
+            f"{'are' if ' and ' in what else 'is'} another record's",
+        )
+
     def _insert(self, kind: Kind) -> Any:
         table = kind.table
-        statement = insert(table)
+        statement = pg_insert(table)
         if kind.embedded:
             statement = statement.values(
                 embedding=cast(bindparam("vector_text", type_=Text), Vector),
@@ -351,16 +385,20 @@ class _Loader:
             conditions: list[ColumnElement[bool]] = [
                 table.c.namespace == self.namespace,
                 tuple_(*columns).in_([tuple(r.values[c] for c in key) for r in candidates]),
-                self.ids.not_added(kind),
             ]
             if kind.name == "edge" and len(key) == 3:
                 conditions.append(table.c.valid_to.is_(None))
-            found = await self.conn.execute(
-                select(table.c.id, *columns).where(and_(*conditions)).order_by(table.c.id)
-            )
+            found = (
+                await self.conn.execute(
+                    select(table.c.id, *columns).where(and_(*conditions)).order_by(table.c.id)
+                )
+            ).all()
+            # asked apart, not joined: Citus joins no distributed table to a temporary one
+            added = await self.ids.added_by_this_import(kind, [row[0] for row in found])
             rows: dict[tuple[Any, ...], int] = {}
             for row in found:
-                rows.setdefault(tuple(row[1:]), row[0])
+                if row[0] not in added:
+                    rows.setdefault(tuple(row[1:]), row[0])
             for record in candidates:
                 if (match := rows.get(tuple(record.values[c] for c in key))) is not None:
                     matched[record.values["id"]] = match
