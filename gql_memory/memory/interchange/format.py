@@ -452,6 +452,8 @@ def read(path: Path) -> tuple[Header, Iterator[Record]]:
     handle = path.open("rb")
     try:
         first = handle.readline()
+        if not first:
+            raise LineError(1, f"the file is empty, not a {FORMAT} file")
         header = Header.from_json(parse_line(first, 1))
     except BaseException:
         handle.close()
