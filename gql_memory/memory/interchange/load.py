@@ -8,7 +8,8 @@ of a file reaches a row of another namespace and memory stays constant however l
 A namespace that holds data is refused, unless ``Mode.REPLACE`` (erased first, in the same
 transaction) or ``Mode.MERGE``: the rows are added alongside, and a row of the file that the
 namespace already holds (the same turn, insight, node ... by its natural key) is not added
-again but stands for the file's row, so importing a file twice adds nothing the second time.
+again but stands for the file's row (interchange/merge.py), so importing a file twice adds
+nothing the second time.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
-    ColumnElement,
     Text,
-    and_,
     bindparam,
     cast,
     delete,
@@ -33,7 +32,6 @@ from sqlalchemy import (
     literal,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import REGCONFIG
@@ -65,6 +63,7 @@ from gql_memory.memory.interchange.format import (
     read,
 )
 from gql_memory.memory.interchange.ids import IdMap
+from gql_memory.memory.interchange.merge import held_rows
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.vectors import vector_literal
 
@@ -96,20 +95,6 @@ class LoadSummary:
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('gql_memory import ' || :ns, 0))"
 # Erasing comes in this order: what refers to a row goes before it (edges go with nodes).
 ERASE_ORDER = (nodes, working_memory, stale_memory, insights, episodes, raw_dialogue, session_state)
-# A row the namespace already holds, for --merge: the columns that say "the same row".
-MERGE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "raw": (("import_key",), ("session_id", "speaker", "content", "timestamp")),
-    "insight": (("content", "created_at"),),
-    "episode": (("query", "reflection", "created_at"),),
-    "node": (("label", "name"),),
-    # the second: the edge valid now between the same nodes (one at a time, by an index)
-    "edge": (
-        ("source_id", "target_id", "relation", "valid_from"),
-        ("source_id", "target_id", "relation"),
-    ),
-    "working": (("session_id", "content", "created_at"),),
-    "stale": (("session_id", "original_content", "archived_at"),),
-}
 
 
 # What a table holds once per namespace besides its id (its unique indexes), as a record names it.
@@ -262,7 +247,9 @@ class _Loader:
             return
         await self.ids.refuse_repeated_ids(kind, batch)
         await self.ids.remap_references(kind, batch)
-        existing = await self._existing(kind, batch) if self.merge else {}
+        existing = (
+            await held_rows(self.conn, self.ids, self.namespace, kind, batch) if self.merge else {}
+        )
         fresh = [r for r in batch if r.values["id"] not in existing]
         new_ids = await self.ids.allocate(kind.table, len(fresh))
         rows = []
@@ -365,44 +352,6 @@ class _Loader:
             ).returning(text("xmax = 0"))  # true: inserted, not updated
         )
         return sum(inserted)
-
-    async def _existing(self, kind: Kind, batch: list[Record]) -> dict[int, int]:
-        """--merge: the file's rows the namespace already holds (by natural key), old id ->
-        the row's id. Rows this import added do not count: a file's two equal rows stay two."""
-        table = kind.table
-        matched: dict[int, int] = {}
-        for key in MERGE_KEYS[kind.name]:
-            candidates = [
-                r
-                for r in batch
-                if r.values["id"] not in matched
-                and all(r.values.get(c) is not None for c in key)
-                and (len(key) != 3 or kind.name != "edge" or r.values["valid_to"] is None)
-            ]
-            if not candidates:
-                continue
-            columns = [table.c[c] for c in key]
-            conditions: list[ColumnElement[bool]] = [
-                table.c.namespace == self.namespace,
-                tuple_(*columns).in_([tuple(r.values[c] for c in key) for r in candidates]),
-            ]
-            if kind.name == "edge" and len(key) == 3:
-                conditions.append(table.c.valid_to.is_(None))
-            found = (
-                await self.conn.execute(
-                    select(table.c.id, *columns).where(and_(*conditions)).order_by(table.c.id)
-                )
-            ).all()
-            # asked apart, not joined: Citus joins no distributed table to a temporary one
-            added = await self.ids.added_by_this_import(kind, [row[0] for row in found])
-            rows: dict[tuple[Any, ...], int] = {}
-            for row in found:
-                if row[0] not in added:
-                    rows.setdefault(tuple(row[1:]), row[0])
-            for record in candidates:
-                if (match := rows.get(tuple(record.values[c] for c in key))) is not None:
-                    matched[record.values["id"]] = match
-        return matched
 
 
 def _searchable(kind: Kind, row: dict[str, Any]) -> str:
