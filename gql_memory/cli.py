@@ -485,7 +485,7 @@ def export(
                         progress=progress,
                     )
                 with partial.open("w", encoding="utf-8", newline="\n") as out:
-                    return await export_namespace(
+                    summary = await export_namespace(
                         rt.db,
                         namespace,
                         out,
@@ -493,15 +493,19 @@ def export(
                         producer=__version__,
                         progress=progress,
                     )
+                    out.flush()
+                    os.fsync(out.fileno())  # on disk before the rename makes it the file
+                    return summary
 
     try:
         summary = asyncio.run(run())
+        if partial is not None and output is not None:
+            partial.replace(output)
     except (GqlMemoryError, OSError) as exc:
+        _fail(str(exc) if isinstance(exc, GqlMemoryError) else f"cannot write {output}: {exc}")
+    finally:  # whatever ended it (an error, Ctrl-C): no partial file stays behind
         if partial is not None:
             partial.unlink(missing_ok=True)
-        _fail(str(exc) if isinstance(exc, GqlMemoryError) else f"cannot write {output}: {exc}")
-    if partial is not None and output is not None:
-        partial.replace(output)
     counts = ", ".join(f"{kind}: {n}" for kind, n in summary.counts.items())
     vectors = " with vectors" if summary.with_vectors else ""
     typer.echo(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TextIO
 
+import pytest
 from typer.testing import CliRunner
 
 from gql_memory.cli import app
@@ -69,3 +71,31 @@ def test_a_bad_export_is_one_error_line(tmp_path: Path, database_url: str) -> No
     transcript.write_text('{"sessionId": "s", "speaker": "u", "content": "c"}\n')
     code, out, err = run(database_url, "import", str(transcript), "--replace")
     assert code == 2 and "--replace and --merge apply to an export file" in err
+
+
+def test_an_export_that_fails_leaves_no_file_behind(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever ends it (here an unexpected error half-way), the file named by --output keeps
+    what it held and no partial file is left."""
+    from gql_memory.memory.interchange import export as exporting
+
+    async def broken(db: object, namespace: str, out: TextIO, **options: object) -> None:
+        out.write('{"format":"gql-memory-export"}\n')
+        raise RuntimeError("the export broke half-way")
+
+    monkeypatch.setattr(exporting, "export_namespace", broken)
+    target = tmp_path / "keep.jsonl"
+    target.write_text("what was there\n")
+    code, _, _ = run(database_url, "export", "--namespace", "cli-src", "-o", str(target))
+    assert code != 0
+    assert target.read_text() == "what was there\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]
+
+
+def test_an_empty_file_is_no_export(tmp_path: Path, database_url: str) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    code, _, err = run(database_url, "import", str(empty), "--format", "export")
+    assert code == 2
+    assert err.strip() == "error: line 1: the file is empty, not a gql-memory-export file"

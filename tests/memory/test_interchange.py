@@ -15,7 +15,7 @@ from gql_memory.db import Database
 from gql_memory.db.tables import TENANT_TABLES
 from gql_memory.memory import Memory
 from gql_memory.memory.interchange.export import export_namespace
-from gql_memory.memory.interchange.format import BY_NAME, KINDS, VERSION, LineError
+from gql_memory.memory.interchange.format import BY_NAME, KINDS, VERSION, LineError, decode
 from gql_memory.memory.interchange.load import Mode, NamespaceNotEmptyError, load_export
 from gql_memory.memory.raw import RawDialogueInput
 from gql_memory.memory.turn_embedding import TurnRecipe
@@ -118,6 +118,14 @@ def write(tmp_path: Path, export: str, name: str = "ns.jsonl") -> Path:
 
 def test_every_tenant_table_is_exported() -> None:
     assert {kind.table.name for kind in KINDS} == TENANT_TABLES
+
+
+def test_every_column_of_a_tenant_table_is_exported() -> None:
+    """All but the namespace (the import's), the full-text vector (made again from the text)
+    and the vector with its waiting mark (the embedded kinds' own fields)."""
+    for kind in KINDS:
+        derived = {"namespace", "content_tsv", "embedding", "embedding_waiting"}
+        assert {f.column for f in kind.fields} == set(kind.table.c.keys()) - derived, kind.name
 
 
 async def test_export_import_export_is_identical_but_for_ids(
@@ -229,6 +237,32 @@ RAW = {
     "importKey": None,
     "hasEmbedding": True,
     "embeddingWaiting": False,
+}
+
+
+NODE = {
+    "kind": "node",
+    "id": 1,
+    "label": "L",
+    "name": "n",
+    "properties": None,
+    "insightId": None,
+    "episodeId": None,
+    "rawId": None,
+    "createdAt": "2025-01-01T00:00:00+00:00",
+}
+EDGE = {
+    "kind": "edge",
+    "id": 5,
+    "sourceId": 1,
+    "targetId": 2,
+    "relation": "R",
+    "weight": 1.0,
+    "properties": None,
+    "createdAt": "2025-01-01T00:00:00+00:00",
+    "validFrom": "2025-01-01T00:00:00+00:00",
+    "validTo": None,
+    "supersededBy": None,
 }
 
 
@@ -357,3 +391,50 @@ async def test_ids_in_a_file_never_reach_another_namespace(
     path = write(tmp_path, header() + "\n" + json.dumps(insight_of_victim), "node.jsonl")
     with pytest.raises(LineError, match=f"line 2: insightId {insight_id} names no insight"):
         await load_export(db, memory.settings, "attacker", path, Mode.MERGE)
+
+
+async def test_records_are_held_to_the_limits_of_the_api(
+    memory: Memory, db: Database, tmp_path: Path
+) -> None:
+    with pytest.raises(LineError, match="line 3: name must be at most 2400 characters"):
+        decode(NODE | {"name": "n" * 2401}, 3)
+    big = NODE | {"label": "é" * 200, "name": "é" * 1100}  # 2600 bytes of UTF-8
+    path = write(tmp_path, "\n".join([header(), json.dumps(NODE), json.dumps(big | {"id": 2})]))
+    with pytest.raises(LineError, match="line 3: label and name together must be at most 2400"):
+        await load_export(db, memory.settings, "target", path)
+    assert await count_rows(db, "target") == 0
+    with pytest.raises(LineError, match="line 4: relation must be at most 255 characters"):
+        decode(EDGE | {"relation": "R" * 256}, 4)
+    with pytest.raises(LineError, match="line 2: embedding .* single precision"):
+        decode(RAW | {"embedding": [0.5, 1e39]}, 2)
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        (
+            [RAW | {"importKey": "k"}, RAW | {"id": 2, "importKey": "k"}],
+            "line 3: raw id 2: its importKey is another record's",
+        ),
+        ([NODE, NODE | {"id": 2}], "line 3: node id 2: its label and name are another record's"),
+        (
+            [NODE, NODE | {"id": 2, "name": "m"}, EDGE, EDGE | {"id": 6}],
+            "line 5: edge id 6: its sourceId, targetId and relation (valid now) are another",
+        ),
+    ],
+    ids=["import key", "node", "current edge"],
+)
+@pytest.mark.parametrize("mode", [Mode.REFUSE, Mode.MERGE])
+async def test_two_records_of_one_natural_key_are_a_line_error(
+    memory: Memory,
+    db: Database,
+    tmp_path: Path,
+    records: list[dict[str, Any]],
+    message: str,
+    mode: Mode,
+) -> None:
+    path = write(tmp_path, "\n".join([header(), *map(json.dumps, records)]))
+    with pytest.raises(LineError) as raised:
+        await load_export(db, memory.settings, "target", path, mode)
+    assert str(raised.value).startswith(message)
+    assert await count_rows(db, "target") == 0

@@ -33,6 +33,7 @@ from gql_memory.db.tables import (
 )
 from gql_memory.errors import ValidationError
 from gql_memory.memory.episodes import require_reward
+from gql_memory.memory.graph.nodes import MAX_NODE_KEY_BYTES
 from gql_memory.memory.insights import MAX_SOURCE_IDS
 from gql_memory.memory.validation import (
     require_id,
@@ -125,10 +126,16 @@ def _json_object(value: Any, name: str) -> dict[str, Any] | None:
     return require_json_object(value, name)
 
 
+FLOAT4_MAX = 3.4028234663852886e38  # pgvector stores single precision
+
+
 def _vector(value: Any, name: str) -> list[float]:
     if not isinstance(value, list) or not value:
         raise ValidationError(f"{name} must be a list of numbers")
-    return [_finite(v, name) for v in value]
+    vector = [_finite(v, name) for v in value]
+    if any(abs(v) > FLOAT4_MAX for v in vector):
+        raise ValidationError(f"{name} must hold numbers of single precision (at most 3.4e38)")
+    return vector
 
 
 # --- record kinds ------------------------------------------------------------------------------
@@ -146,7 +153,7 @@ class Field:
     ref: str | None = None
     deferred: bool = False
     # a reference without a foreign key (a memory that may since be gone): an id that names
-    # no record of the file gets a fresh id that no row has (see interchange/load.py)
+    # no record of the file gets a fresh id that no row has (see interchange/ids.py)
     loose: bool = False
 
 
@@ -233,7 +240,7 @@ KINDS: list[Kind] = [
         [
             ID,
             Field("label", "label", _text(255)),
-            Field("name", "name", _text()),
+            Field("name", "name", _text(MAX_NODE_KEY_BYTES)),
             Field("properties", "properties", _json_object),
             Field("insightId", "insight_id", _optional(require_id), ref="insight"),
             Field("episodeId", "episode_id", _optional(require_id), ref="episode"),
@@ -248,7 +255,7 @@ KINDS: list[Kind] = [
             ID,
             Field("sourceId", "source_id", require_id, ref="node"),
             Field("targetId", "target_id", require_id, ref="node"),
-            Field("relation", "relation", _text()),
+            Field("relation", "relation", _text(255)),
             Field("weight", "weight", _finite),
             Field("properties", "properties", _json_object),
             Field("createdAt", "created_at", _moment, _iso),
@@ -445,6 +452,8 @@ def read(path: Path) -> tuple[Header, Iterator[Record]]:
     handle = path.open("rb")
     try:
         first = handle.readline()
+        if not first:
+            raise LineError(1, f"the file is empty, not a {FORMAT} file")
         header = Header.from_json(parse_line(first, 1))
     except BaseException:
         handle.close()

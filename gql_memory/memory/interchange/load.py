@@ -1,52 +1,37 @@
 """Import an export (interchange/format.py) into a namespace: exactly, atomically, streamed.
 
 The whole import is one transaction: a bad line, a reference that names nothing, a database
-refusal, and nothing of the file is left behind. The file is read batch by batch and the ids
-it names are remapped through a temporary table of the transaction (kind, old id -> new id),
-so memory stays constant however large the file.
-
-Ids in a file are only names within the file: every row gets a new id from its table's
-sequence, and every reference is resolved through the map. A reference with a foreign key
-(a node's memory, an edge's nodes, a supersession) that names no record of the file is an
-error; a historical one without a key (an insight's source turns, what a working-memory item
-refers to, the original of an archived item) that names no record of the file gets a fresh id
-that no row has. So no id of a file ever reaches a row of another namespace.
+refusal, and nothing of the file is left behind. The file is read batch by batch; the ids it
+names are only names within the file, remapped to new rows' ids (interchange/ids.py), so no id
+of a file reaches a row of another namespace and memory stays constant however large the file.
 
 A namespace that holds data is refused, unless ``Mode.REPLACE`` (erased first, in the same
 transaction) or ``Mode.MERGE``: the rows are added alongside, and a row of the file that the
 namespace already holds (the same turn, insight, node ... by its natural key) is not added
-again but stands for the file's row, so importing a file twice adds nothing the second time.
+again but stands for the file's row (interchange/merge.py), so importing a file twice adds
+nothing the second time.
 """
 
 from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    ColumnElement,
-    Integer,
-    MetaData,
-    Table,
     Text,
-    and_,
     bindparam,
     cast,
     delete,
     exists,
     func,
-    insert,
     literal,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import REGCONFIG
@@ -55,7 +40,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gql_memory.config import IMPORT_BATCH_SIZE, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
-from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import (
     edges,
     episodes,
@@ -68,17 +52,18 @@ from gql_memory.db.tables import (
 )
 from gql_memory.errors import ValidationError
 from gql_memory.memory.embedding_config import EmbeddingSignature, stored_signature
+from gql_memory.memory.graph.nodes import MAX_NODE_KEY_BYTES
 from gql_memory.memory.interchange.format import (
     BY_NAME,
     KINDS,
-    REF_KIND_RECORDS,
-    Field,
     Header,
     Kind,
     LineError,
     Record,
     read,
 )
+from gql_memory.memory.interchange.ids import IdMap
+from gql_memory.memory.interchange.merge import held_rows
 from gql_memory.memory.validation import require_namespace
 from gql_memory.memory.vectors import vector_literal
 
@@ -106,45 +91,17 @@ class LoadSummary:
     vector_note: str = ""
 
 
-# The transaction's own id map and the supersessions to resolve once every row is in.
-_scratch = MetaData()
-ID_MAP = Table(
-    "interchange_ids",
-    _scratch,
-    Column("kind", Text, primary_key=True),
-    Column("old_id", BigInteger, primary_key=True),
-    Column("new_id", BigInteger, nullable=False),
-    Column("added", Integer, nullable=False),  # 1: a row this import added
-    prefixes=["TEMPORARY"],
-    postgresql_on_commit="DROP",
-)
-PENDING = Table(
-    "interchange_pending",
-    _scratch,
-    Column("kind", Text, nullable=False),
-    Column("row_id", BigInteger, nullable=False),
-    Column("old_target", BigInteger, nullable=False),
-    Column("line", Integer, nullable=False),
-    prefixes=["TEMPORARY"],
-    postgresql_on_commit="DROP",
-)
 # Two imports into one namespace run one after the other (transaction-scoped lock).
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('gql_memory import ' || :ns, 0))"
 # Erasing comes in this order: what refers to a row goes before it (edges go with nodes).
 ERASE_ORDER = (nodes, working_memory, stale_memory, insights, episodes, raw_dialogue, session_state)
-# A row the namespace already holds, for --merge: the columns that say "the same row".
-MERGE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "raw": (("import_key",), ("session_id", "speaker", "content", "timestamp")),
-    "insight": (("content", "created_at"),),
-    "episode": (("query", "reflection", "created_at"),),
-    "node": (("label", "name"),),
-    # the second: the edge valid now between the same nodes (one at a time, by an index)
-    "edge": (
-        ("source_id", "target_id", "relation", "valid_from"),
-        ("source_id", "target_id", "relation"),
-    ),
-    "working": (("session_id", "content", "created_at"),),
-    "stale": (("session_id", "original_content", "archived_at"),),
+
+
+# What a table holds once per namespace besides its id (its unique indexes), as a record names it.
+UNIQUE_KEYS = {
+    "raw": "importKey",
+    "node": "label and name",
+    "edge": "sourceId, targetId and relation (valid now)",
 }
 
 
@@ -183,8 +140,9 @@ async def load_export(
             if mode is Mode.REPLACE:
                 await _erase(conn, namespace)
                 summary.replaced = True
-        await conn.run_sync(lambda sync: _scratch.create_all(sync, checkfirst=False))
-        loader = _Loader(conn, settings, namespace, mode is Mode.MERGE, vectors, signature)
+        ids = IdMap(conn, namespace)
+        await ids.create()
+        loader = _Loader(conn, ids, settings, namespace, mode is Mode.MERGE, vectors, signature)
         for batch in _batches(records, batch_size):
             await loader.store(batch, summary)
             done += len(batch)
@@ -192,7 +150,7 @@ async def load_export(
                 progress(done, total)
         for kind in KINDS:
             if any(f.deferred for f in kind.fields):
-                await loader.resolve_deferred(kind)
+                await ids.resolve_deferred(kind)
     summary.seconds = time.perf_counter() - started
     summary.vector_note = _vector_note(header, signature, vectors, summary.waiting)
     return summary
@@ -266,6 +224,7 @@ class _Loader:
     def __init__(
         self,
         conn: AsyncConnection,
+        ids: IdMap,
         settings: Settings,
         namespace: str,
         merge: bool,
@@ -273,6 +232,7 @@ class _Loader:
         signature: EmbeddingSignature,
     ) -> None:
         self.conn = conn
+        self.ids = ids
         self.settings = settings
         self.namespace = namespace
         self.merge = merge
@@ -285,32 +245,22 @@ class _Loader:
         if not kind.has_id:
             summary.added[kind.name] += await self._store_sessions(batch)
             return
-        await self._refuse_repeated_ids(kind, batch)
-        await self._remap_references(kind, batch)
-        existing = await self._existing(kind, batch) if self.merge else {}
+        await self.ids.refuse_repeated_ids(kind, batch)
+        await self.ids.remap_references(kind, batch)
+        existing = (
+            await held_rows(self.conn, self.ids, self.namespace, kind, batch) if self.merge else {}
+        )
         fresh = [r for r in batch if r.values["id"] not in existing]
-        new_ids = await self._allocate(kind.table, len(fresh))
+        new_ids = await self.ids.allocate(kind.table, len(fresh))
         rows = []
         for record, new_id in zip(fresh, new_ids, strict=True):
             existing[record.values["id"]] = new_id
             rows.append(self._row(record, new_id, summary))
-        await self._remember(kind, batch, existing, {id(r) for r in fresh})
+        await self.ids.remember(kind, batch, existing, {id(r) for r in fresh})
         if rows:
-            await self.conn.execute(self._insert(kind), rows)
+            await self._insert_rows(kind, fresh, rows)
             summary.added[kind.name] += len(rows)
-        deferred = [
-            {
-                "kind": kind.name,
-                "row_id": existing[r.values["id"]],
-                "old_target": old,
-                "line": r.line,
-            }
-            for r in fresh
-            for f in kind.fields
-            if f.deferred and (old := r.values.get(f"_{f.column}")) is not None
-        ]
-        if deferred:
-            await self.conn.execute(insert(PENDING), deferred)
+        await self.ids.defer(kind, fresh, existing)
 
     # --- rows -----------------------------------------------------------------------------
 
@@ -322,6 +272,14 @@ class _Loader:
         for f in kind.fields:
             if f.deferred:
                 row[f.column] = None  # set once every row of the kind is in
+        if kind.name == "node" and (
+            len(f"{self.namespace}{row['label']}{row['name']}".encode()) > MAX_NODE_KEY_BYTES
+        ):
+            raise LineError(
+                record.line,
+                f"label and name together must be at most {MAX_NODE_KEY_BYTES} bytes of UTF-8 "
+                "(with the namespace's name)",
+            )
         if kind.embedded:
             vector = None
             if self.vectors and record.embedding is not None:
@@ -341,9 +299,27 @@ class _Loader:
             row["tsv_text"] = _searchable(kind, row)
         return row
 
+    async def _insert_rows(
+        self, kind: Kind, records: list[Record], rows: list[dict[str, Any]]
+    ) -> None:
+        """The rows, or a LineError naming the first whose natural key (UNIQUE_KEYS) another
+        row holds: a record the file repeats, or a row written meanwhile."""
+        table = kind.table
+        statement = self._insert(kind).on_conflict_do_nothing().returning(table.c.id)
+        stored = set(await self.conn.scalars(statement, rows))
+        if len(stored) == len(rows):
+            return
+        record = next(r for r, row in zip(records, rows, strict=True) if row["id"] not in stored)
+        what = UNIQUE_KEYS[kind.name]
+        raise LineError(
+            record.line,
+            f"{kind.name} id {record.values['id']}: its {what} "
+            f"{'are' if ' and ' in what else 'is'} another record's",
+        )
+
     def _insert(self, kind: Kind) -> Any:
         table = kind.table
-        statement = insert(table)
+        statement = pg_insert(table)
         if kind.embedded:
             statement = statement.values(
                 embedding=cast(bindparam("vector_text", type_=Text), Vector),
@@ -376,192 +352,6 @@ class _Loader:
             ).returning(text("xmax = 0"))  # true: inserted, not updated
         )
         return sum(inserted)
-
-    # --- ids -------------------------------------------------------------------------------
-
-    async def _allocate(self, table: Table, count: int) -> list[int]:
-        """``count`` new ids from ``table``'s own sequence, ascending (rows keep their order)."""
-        if not count:
-            return []
-        found = await self.conn.scalars(
-            text("SELECT nextval(pg_get_serial_sequence(:t, 'id')) FROM generate_series(1, :n)"),
-            {"t": table.name, "n": count},
-        )
-        return sorted(found)
-
-    async def _refuse_repeated_ids(self, kind: Kind, batch: list[Record]) -> None:
-        seen: dict[int, int] = {}
-        for record in batch:
-            first = seen.setdefault(record.values["id"], record.line)
-            if first != record.line:
-                raise LineError(
-                    record.line, f"{kind.name} id {record.values['id']} repeats line {first}"
-                )
-        known = await self._mapped(kind.name, list(seen))
-        for record in batch:
-            if record.values["id"] in known:
-                raise LineError(
-                    record.line, f"{kind.name} id {record.values['id']} repeats an earlier record"
-                )
-
-    async def _mapped(self, kind: str, old_ids: Iterable[int]) -> dict[int, int]:
-        wanted = sorted(set(old_ids))
-        if not wanted:
-            return {}
-        found = await self.conn.execute(
-            select(ID_MAP.c.old_id, ID_MAP.c.new_id).where(
-                ID_MAP.c.kind == kind, any_of(ID_MAP.c.old_id, wanted)
-            )
-        )
-        return {old: new for old, new in found}
-
-    async def _remember(
-        self, kind: Kind, batch: list[Record], ids: dict[int, int], added: set[int]
-    ) -> None:
-        await self.conn.execute(
-            insert(ID_MAP),
-            [
-                {
-                    "kind": kind.name,
-                    "old_id": r.values["id"],
-                    "new_id": ids[r.values["id"]],
-                    "added": int(id(r) in added),
-                }
-                for r in batch
-            ],
-        )
-
-    async def _remap_references(self, kind: Kind, batch: list[Record]) -> None:
-        """Every id a record names, replaced by the id of the row it names here."""
-        for f in kind.fields:
-            if f.ref is None:
-                continue
-            if f.deferred:  # resolved at the end; kept aside meanwhile
-                for record in batch:
-                    record.values[f"_{f.column}"] = record.values[f.column]
-                continue
-            wanted: dict[str, set[int]] = {}
-            for record in batch:
-                target = _target_kind(f, record)
-                for old in _ids_of(record.values[f.column]):
-                    wanted.setdefault(target, set()).add(old)
-            for target, olds in wanted.items():
-                mapped = await self._mapped(target, olds)
-                missing = sorted(olds - set(mapped))
-                if missing and not f.loose:
-                    line = next(
-                        r.line
-                        for r in batch
-                        if _target_kind(f, r) == target
-                        and set(_ids_of(r.values[f.column])) & set(missing)
-                    )
-                    raise LineError(
-                        line, f"{f.name} {missing[0]} names no {target} record of the file"
-                    )
-                if missing:  # a memory since gone: a fresh id, which no row has
-                    mapped |= await self._fresh(target, missing)
-                for record in batch:
-                    if _target_kind(f, record) != target:
-                        continue
-                    value = record.values[f.column]
-                    if isinstance(value, list):
-                        record.values[f.column] = [mapped[v] for v in value]
-                    elif value is not None:
-                        record.values[f.column] = mapped[value]
-
-    async def _fresh(self, kind: str, olds: list[int]) -> dict[int, int]:
-        new_ids = await self._allocate(BY_NAME[kind].table, len(olds))
-        fresh = dict(zip(olds, new_ids, strict=True))
-        await self.conn.execute(
-            insert(ID_MAP),
-            [{"kind": kind, "old_id": o, "new_id": n, "added": 0} for o, n in fresh.items()],
-        )
-        return fresh
-
-    async def _existing(self, kind: Kind, batch: list[Record]) -> dict[int, int]:
-        """--merge: the file's rows the namespace already holds (by natural key), old id ->
-        the row's id. Rows this import added do not count: a file's two equal rows stay two."""
-        table = kind.table
-        matched: dict[int, int] = {}
-        for key in MERGE_KEYS[kind.name]:
-            candidates = [
-                r
-                for r in batch
-                if r.values["id"] not in matched
-                and all(r.values.get(c) is not None for c in key)
-                and (len(key) != 3 or kind.name != "edge" or r.values["valid_to"] is None)
-            ]
-            if not candidates:
-                continue
-            columns = [table.c[c] for c in key]
-            conditions: list[ColumnElement[bool]] = [
-                table.c.namespace == self.namespace,
-                tuple_(*columns).in_([tuple(r.values[c] for c in key) for r in candidates]),
-                ~exists().where(
-                    ID_MAP.c.kind == kind.name, ID_MAP.c.new_id == table.c.id, ID_MAP.c.added == 1
-                ),
-            ]
-            if kind.name == "edge" and len(key) == 3:
-                conditions.append(table.c.valid_to.is_(None))
-            found = await self.conn.execute(
-                select(table.c.id, *columns).where(and_(*conditions)).order_by(table.c.id)
-            )
-            rows: dict[tuple[Any, ...], int] = {}
-            for row in found:
-                rows.setdefault(tuple(row[1:]), row[0])
-            for record in candidates:
-                if (match := rows.get(tuple(record.values[c] for c in key))) is not None:
-                    matched[record.values["id"]] = match
-        return matched
-
-    async def resolve_deferred(self, kind: Kind) -> None:
-        """Supersession links, once every row of the kind is in: the file's ids remapped; one
-        that names no record of the file is an error naming its line."""
-        table = kind.table
-        for f in kind.fields:
-            if not f.deferred:
-                continue
-            unresolved = (
-                await self.conn.execute(
-                    select(PENDING.c.line, PENDING.c.old_target)
-                    .where(
-                        PENDING.c.kind == kind.name,
-                        ~exists().where(
-                            ID_MAP.c.kind == kind.name, ID_MAP.c.old_id == PENDING.c.old_target
-                        ),
-                    )
-                    .order_by(PENDING.c.line)
-                    .limit(1)
-                )
-            ).first()
-            if unresolved is not None:
-                raise LineError(
-                    unresolved.line,
-                    f"{f.name} {unresolved.old_target} names no {kind.name} record of the file",
-                )
-            await self.conn.execute(
-                text(
-                    f"UPDATE {table.name} t SET {f.column} = m.new_id "
-                    "FROM interchange_pending p JOIN interchange_ids m "
-                    "  ON m.kind = p.kind AND m.old_id = p.old_target "
-                    "WHERE p.kind = :kind AND t.namespace = :ns AND t.id = p.row_id"
-                ),
-                {"kind": kind.name, "ns": self.namespace},
-            )
-
-
-def _target_kind(f: Field, record: Record) -> str:
-    """The record kind a reference names (``refKind`` picks it for working and stale)."""
-    if f.ref == "refKind":
-        return REF_KIND_RECORDS.get(record.values.get("ref_kind") or "", "")
-    assert f.ref is not None
-    return f.ref
-
-
-def _ids_of(value: Any) -> list[int]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
 
 
 def _searchable(kind: Kind, row: dict[str, Any]) -> str:
