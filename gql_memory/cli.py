@@ -23,10 +23,10 @@ from gql_memory.errors import ConfigurationError, GqlMemoryError, NotFoundError,
 
 if TYPE_CHECKING:
     from gql_memory.config import Settings
-    from gql_memory.interchange.foreign import ForeignFile
     from gql_memory.keys import ApiKey, ApiKeyStore
     from gql_memory.memory.importer import ImportSummary
     from gql_memory.memory.interchange.export import ExportSummary
+    from gql_memory.memory.interchange.foreign import ForeignFile
     from gql_memory.memory.interchange.load import LoadSummary
 
 log = logging.getLogger("gql_memory")
@@ -575,8 +575,8 @@ def import_transcript(
     from rich.console import Console
     from rich.progress import Progress
 
-    from gql_memory.interchange.foreign import read_if_foreign
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
+    from gql_memory.memory.interchange.foreign import read_if_foreign
     from gql_memory.memory.validation import require_namespace
     from gql_memory.server.logs import above_progress, configure_logging
     from gql_memory.store import AsyncMemoryStore
@@ -592,7 +592,7 @@ def import_transcript(
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot read {file}: {exc.strerror}")
-    if foreign is not None:  # mem0, the MCP memory server, Letta (gql_memory/interchange)
+    if foreign is not None:  # mem0, the MCP memory server, Letta (gql_memory/memory/interchange)
         typer.echo(_import_foreign(foreign, settings, namespace))
         return
 
@@ -692,7 +692,7 @@ def _import_export(
 
 
 def _import_foreign(foreign: ForeignFile, settings: Settings, namespace: str) -> str:
-    from gql_memory.interchange.foreign import import_foreign
+    from gql_memory.memory.interchange.foreign import import_foreign
     from gql_memory.store import AsyncMemoryStore
 
     async def run() -> str:

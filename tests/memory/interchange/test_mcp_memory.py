@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.mcp_memory import import_mcp_memory, read_mcp_memory
 from gql_memory.mcp_server.reference_tools import reference_handlers
 from gql_memory.memory import Memory
-from tests.interchange.conftest import MCP_MEMORY
+from gql_memory.memory.interchange.mcp_memory import import_mcp_memory, read_mcp_memory
+from tests.memory.interchange.conftest import MCP_MEMORY
 
 
 def reference_graph(path: Path) -> dict[str, list[dict[str, Any]]]:

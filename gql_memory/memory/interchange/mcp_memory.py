@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.located_json import invalid, parse_json, read_text
 from gql_memory.memory.graph.nodes import MAX_NODE_KEY_BYTES
+from gql_memory.memory.interchange.located_json import invalid, parse_json, read_text
 from gql_memory.memory.knowledge_graph import Entity, KnowledgeGraph, Relation
 from gql_memory.memory.validation import require_text
 

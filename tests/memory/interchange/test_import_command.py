@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gql_memory.cli import app
-from gql_memory.interchange.foreign import ForeignFormat, detect_foreign
-from tests.interchange.conftest import LETTA, MCP_MEMORY, MEM0
+from gql_memory.memory.interchange.foreign import ForeignFormat, detect_foreign
+from tests.memory.interchange.conftest import LETTA, MCP_MEMORY, MEM0
 
 UNREACHABLE = {"DATABASE_URL": "postgresql://127.0.0.1:9/unreachable"}
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.foreign import import_foreign, read_foreign
-from gql_memory.interchange.letta import read_letta
 from gql_memory.memory import Memory
-from tests.interchange.conftest import LETTA
+from gql_memory.memory.interchange.foreign import import_foreign, read_foreign
+from gql_memory.memory.interchange.letta import read_letta
+from tests.memory.interchange.conftest import LETTA
 
 
 def agent_file() -> dict[str, Any]:

@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.keyed_insights import add_insights_once
-from gql_memory.interchange.letta import LettaFile, read_letta
-from gql_memory.interchange.located_json import parse_json, read_text
-from gql_memory.interchange.mcp_memory import McpMemoryFile, import_mcp_memory, read_mcp_memory
-from gql_memory.interchange.mem0 import Mem0Memory, import_mem0, read_mem0
 from gql_memory.memory import Memory
 from gql_memory.memory.importer import ImportFormat, TranscriptImporter
+from gql_memory.memory.interchange.keyed_insights import add_insights_once
+from gql_memory.memory.interchange.letta import LettaFile, read_letta
+from gql_memory.memory.interchange.located_json import parse_json, read_text
+from gql_memory.memory.interchange.mcp_memory import (
+    McpMemoryFile,
+    import_mcp_memory,
+    read_mcp_memory,
+)
+from gql_memory.memory.interchange.mem0 import Mem0Memory, import_mem0, read_mem0
 
 
 class ForeignFormat(enum.Enum):

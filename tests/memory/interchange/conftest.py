@@ -10,7 +10,7 @@ import pytest
 from gql_memory.db import Database
 from gql_memory.memory import Memory
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "interchange"
+DATA = Path(__file__).resolve().parents[2] / "data" / "interchange"
 MEM0 = DATA / "mem0_get_all.json"
 MCP_MEMORY = DATA / "mcp_memory.jsonl"
 LETTA = DATA / "letta_lettabot_builder.af"

@@ -27,15 +27,15 @@ from sqlalchemy import select
 from gql_memory.db.clauses import any_of
 from gql_memory.db.tables import insights
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.keyed_insights import KeyedInsight, add_insights_once
-from gql_memory.interchange.located_json import (
+from gql_memory.memory.importer import IMPORT_KEY
+from gql_memory.memory.insights import InsightInput, Insights
+from gql_memory.memory.interchange.keyed_insights import KeyedInsight, add_insights_once
+from gql_memory.memory.interchange.located_json import (
     invalid,
     item_lines,
     parse_json,
     read_text,
 )
-from gql_memory.memory.importer import IMPORT_KEY
-from gql_memory.memory.insights import InsightInput, Insights
 from gql_memory.memory.validation import require_json_object, require_text
 
 SOURCE = "mem0"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.mem0 import import_mem0, read_mem0
 from gql_memory.memory import Memory
-from tests.interchange.conftest import MEM0
+from gql_memory.memory.interchange.mem0 import import_mem0, read_mem0
+from tests.memory.interchange.conftest import MEM0
 
 
 async def test_each_memory_becomes_an_insight_with_mem0s_ids_and_metadata(

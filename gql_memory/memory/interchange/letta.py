@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from gql_memory.errors import ValidationError
-from gql_memory.interchange.keyed_insights import KeyedInsight
-from gql_memory.interchange.located_json import invalid, item_lines, parse_json, read_text
 from gql_memory.memory.importer import IMPORT_KEY
 from gql_memory.memory.insights import InsightInput
+from gql_memory.memory.interchange.keyed_insights import KeyedInsight
+from gql_memory.memory.interchange.located_json import invalid, item_lines, parse_json, read_text
 from gql_memory.memory.raw import RawDialogueInput
 from gql_memory.memory.validation import require_json_object, require_session_id, require_text
 
