@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gql_memory.memory.search.legs_sql import LAYERS, content_sql, statement
-from gql_memory.memory.search.relevance import Calibration, relevance
+from gql_memory.memory.search.relevance import Calibration, rate, relevance, relevances
 from gql_memory.memory.search.types import Candidate, Fusion, SearchHit
 
 
@@ -32,6 +32,23 @@ async def explained_hits(
     sql = content_sql({h.layer for h in candidates}, vector=vector is not None)
     rows = (await conn.execute(statement(sql), params)).all()
     found = {(r.layer, r.id): r for r in rows}
+    kept = [
+        (rank, hit, row)
+        for rank, hit in enumerate(candidates, 1)
+        if (row := found.get((hit.layer.value, hit.id))) is not None
+    ]
+    rated = [
+        rate(
+            row.cosine,
+            hit.scores.get("text"),
+            best_cosine,
+            calibration,
+            best_text_score=best_text_score,
+            rank=rank,
+        )
+        for rank, hit, row in kept
+    ]
+    plain = [relevance(row.cosine, hit.scores.get("text"), None, None) for _, hit, row in kept]
     return [
         SearchHit(
             layer=hit.layer,
@@ -58,17 +75,9 @@ async def explained_hits(
             boost=hit.boost,
             final_score=hit.final_score,
             cosine=row.cosine,
-            relevance=relevance(
-                row.cosine,
-                hit.scores.get("text"),
-                best_cosine,
-                calibration,
-                best_text_score=best_text_score,
-                rank=rank,
-            ),
+            relevance=rated_relevance,
             best_cosine=best_cosine,
             best_text_score=best_text_score,
         )
-        for rank, hit in enumerate(candidates, 1)
-        if (row := found.get((hit.layer.value, hit.id))) is not None
+        for (_, hit, row), rated_relevance in zip(kept, relevances(rated, plain), strict=True)
     ]

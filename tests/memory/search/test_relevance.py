@@ -43,14 +43,6 @@ async def found_in_context(memory: Memory, ids: dict[int, str], question: str) -
     ]
 
 
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    reason="issue 42: today's calibration rates the namespace, not the hit (the other three "
-    "insights get 0.14-0.30 for the cat question); the refit is pending",
-)
-
-
-@NOT_YET
 async def test_the_context_holds_the_answer_and_none_of_the_other_memories(
     four: tuple[Memory, dict[int, str]],
 ) -> None:
@@ -67,7 +59,6 @@ async def test_a_question_the_memory_cannot_answer_gets_an_empty_context(
     assert [item for section in context.sections for item in section.items] == []
 
 
-@NOT_YET
 async def test_the_other_memories_are_rated_far_below_the_answer(
     four: tuple[Memory, dict[int, str]],
 ) -> None:
@@ -77,3 +68,4 @@ async def test_the_other_memories_are_rated_far_below_the_answer(
     assert by_name["cat"] > 0.5
     assert max(v for name, v in by_name.items() if name != "cat") < 0.1
     assert by_name["cat"] == pytest.approx(max(by_name.values()))
+

@@ -19,6 +19,7 @@ from gql_memory.memory.search.boosts import named_speakers
 from gql_memory.memory.search.relevance import (
     CALIBRATIONS,
     Calibration,
+    Logistic,
     calibration_for,
     context_floor,
     relevance,
@@ -27,6 +28,12 @@ from gql_memory.memory.search.relevance import (
 )
 from gql_memory.memory.search.types import SearchWeights
 from gql_memory.memory.turn_embedding import turn_text
+
+
+def by_query(bias: float, weights: dict[str, float], floor: float) -> Calibration:
+    """A calibration whose relevance is its query part alone (every hit as likely as the
+    best among the search's)."""
+    return Calibration(query=Logistic(bias, weights), hit=Logistic(0.0, {}), floor=floor)
 
 
 async def stored_vector(memory: Memory, turn_id: int) -> list[float]:
@@ -152,7 +159,7 @@ def test_the_floor_is_the_calls_else_the_operators_else_for_context_the_models(
 ) -> None:
     e5 = CALIBRATIONS["multilingual-e5-small"]
     assert search_floor(settings) == 0.0  # a search ranks: every hit unless asked
-    assert context_floor(settings, e5) == e5.floor == 0.02
+    assert context_floor(settings, e5) == e5.floor == 0.005
     assert context_floor(settings, None) == 0.0
     operator = settings.with_overrides(search_min_relevance=0.1, context_min_relevance=0.2)
     assert search_floor(operator) == 0.1 and context_floor(operator, e5) == 0.2
@@ -195,7 +202,7 @@ async def test_context_floors_by_the_models_calibration_search_by_the_setting(
     tea, other = (next(h for h in plain if word in h.content) for word in ("tea", "Kubernetes"))
     assert tea.cosine is not None and other.cosine is not None and tea.cosine > other.cosine
     middle = (tea.cosine + other.cosine) / 2  # a calibration whose 0.5 lies between the two
-    steep = Calibration(bias=-60.0 * middle, weights={"cosine": 60.0}, floor=0.5)
+    steep = by_query(-60.0 * middle, {"cosine": 60.0}, 0.5)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, steep)
     searched = await memory.search("green tea", top_k=10)
     assert [h.id for h in searched] == [h.id for h in plain]  # search: every hit, as ranked
@@ -216,7 +223,7 @@ async def test_a_hit_is_rated_against_the_whole_namespace_whichever_layers_are_s
     insight = await memory.insights.add("the user travels to Berlin in May")
     await memory.raw.store("s", "user", "book a trip to Berlin for May")
     # a calibration that reads only the best cosine
-    by_best = Calibration(bias=-1.0, weights={"best_cosine": 2.0}, floor=0.0)
+    by_best = by_query(-1.0, {"best_cosine": 2.0}, 0.0)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, by_best)
     query = "book a trip to Berlin"
     both = await memory.search(query, layers=["INSIGHT", "RAW"], top_k=10)
@@ -280,7 +287,7 @@ async def test_context_leaves_out_lessons_below_the_floor_too(
     found = await memory.context("book a trip to Berlin", session_id="s", min_relevance=0.0)
     assert "book the train" in found.text and found.below_relevance == 0
     # relevance from the cosine alone, 0.5 above any cosine: nothing is relevant
-    strict = Calibration(bias=-90.0, weights={"cosine": 60.0}, floor=0.5)
+    strict = by_query(-90.0, {"cosine": 60.0}, 0.5)
     monkeypatch.setitem(CALIBRATIONS, memory.embedder.model, strict)
     nothing = await memory.context("book a trip to Berlin", session_id="s")
     assert nothing.min_relevance == 0.5 and nothing.below_relevance == 1
