@@ -63,8 +63,9 @@ ContextMinRelevanceArg = Annotated[
     strawberry.argument(
         description="Add no search hit or lesson whose relevance is below this (0..1). Null: the "
         "server's GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the floor calibrated with the "
-        "embedding model (0.02 for multilingual-e5-small: a question asked of a memory "
-        "that does not hold its answer gets no search hits), 0 for a model without one."
+        "embedding model (0.005 for multilingual-e5-small: a question asked of a memory "
+        "that does not hold its answer mostly gets no search hits, nor a clear answer's "
+        "unrelated neighbours), 0 for a model without one."
     ),
 ]
 
@@ -179,11 +180,14 @@ class SearchHit:
         "(null without a query vector, or for a row stored without embedding)."
     )
     relevance: float = strawberry.field(
-        description="How likely the hit answers the query, in [0, 1], comparable across "
-        "queries, layers and fusions: a logistic model of its cosine, its text score and the "
-        "best cosine the query reached in the namespace, calibrated per embedding model on "
-        "the LoCoMo dev split (docs/benchmarks-retrieval.md). With a model that has no "
-        "calibration: 1 - (1 - cosine) x (1 - textScore / (textScore + 5))."
+        description="How likely the hit answers the query, in [0, 1]: the chance that the "
+        "namespace holds the answer with this hit (its cosine, its text score and the best "
+        "cosine the query reached in the namespace) times how likely it is the answer "
+        "rather than the search's other hits (its distance to the best cosine, its share of "
+        "the best text score, its rank), relative to the most likely one; calibrated per "
+        "embedding model on the LoCoMo and LongMemEval dev splits "
+        "(docs/benchmarks-retrieval.md). With a model that has no calibration: "
+        "1 - (1 - cosine) x (1 - textScore / (textScore + 5))."
     )
     graph_boost: float = strawberry.field(
         description="What a one-hop graph neighbour among the best fused hits (10 by "

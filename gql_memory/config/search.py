@@ -99,7 +99,7 @@ class SearchSettings:
         ge=0.0,
         le=1.0,
         description="The relevance below which context adds no search hit or lesson when the call "
-        "gives no minRelevance; unset: the floor calibrated with the embedding model (0.02 "
+        "gives no minRelevance; unset: the floor calibrated with the embedding model (0.005 "
         "for multilingual-e5-small), 0 for a model without a calibration.",
     )
     search_speaker_boost: float = Field(

@@ -108,7 +108,7 @@ ContextMinRelevance = Annotated[
         le=1.0,
         description="Add no search hit or lesson whose relevance (how likely it answers the query, "
         "0..1, calibrated per embedding model) is below this. Default: the server's "
-        "GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's calibrated floor (0.02 for "
+        "GQL_MEMORY_CONTEXT_MIN_RELEVANCE, else the model's calibrated floor (0.005 for "
         "multilingual-e5-small).",
     ),
 ]
