@@ -123,7 +123,11 @@ def old_document(previous: str | None, current: str) -> str:
 
 
 def documents(
-    turns: list[Turn], counter: E5Embedder, budget: int | None, turn_first: bool = False
+    turns: list[Turn],
+    counter: E5Embedder,
+    budget: int | None,
+    turn_first: bool = False,
+    short_only: bool = False,
 ) -> list[str]:
     """Each turn's embedded document: the old rule (``None``) or the new one (or its
     variant with the turn before its context)."""
@@ -136,7 +140,9 @@ def documents(
             context = ending(previous, counter, budget) if previous else ""
             docs.append(f"{current}\n{context}" if context else current)
         else:
-            docs.append(turn_document(previous, current, counter, TurnRecipe(budget)))
+            docs.append(
+                turn_document(previous, current, counter, TurnRecipe(budget, short_only=short_only))
+            )
         previous = current
     return docs
 
@@ -235,13 +241,29 @@ async def context_study(e5: E5Embedder, turns: list[Turn]) -> list[str]:
         "| answer R@1 | answer R@5 |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    variants: list[tuple[str, int | None, bool]] = [("old: previous[:1000] + turn", None, False)]
-    variants += [(f"previous turn's last {b} tokens + turn", b, False) for b in BUDGETS]
+    variants: list[tuple[str, int | None, bool, bool]] = [
+        ("old: previous[:1000] + turn", None, False, False)
+    ]
+    variants += [(f"previous turn's last {b} tokens + turn", b, False, False) for b in BUDGETS]
     variants.append(
-        (f"turn + previous turn's last {RAW_CONTEXT_TOKENS} tokens", RAW_CONTEXT_TOKENS, True)
+        (
+            f"turn + previous turn's last {RAW_CONTEXT_TOKENS} tokens",
+            RAW_CONTEXT_TOKENS,
+            True,
+            False,
+        )
     )
-    for label, budget, turn_first in variants:
-        docs = documents(turns, e5, budget, turn_first)
+    variants.append(
+        (
+            f"the default: context only when both turns are at most {RAW_CONTEXT_TOKENS} "
+            "tokens (here: the turn alone)",
+            RAW_CONTEXT_TOKENS,
+            False,
+            True,
+        )
+    )
+    for label, budget, turn_first, short_only in variants:
+        docs = documents(turns, e5, budget, turn_first, short_only)
         if budget is None:
             old = [docs[i] for i in range(len(turns))]
             loop = asyncio.get_running_loop()
@@ -304,7 +326,7 @@ async def ingest_study(turns: list[Turn]) -> list[str]:
                 started = time.perf_counter()
                 await e5.embed(recorder.calls[-1], role=TextRole.DOCUMENT)
                 alone_s += time.perf_counter() - started
-    # a turn with context is embedded twice: in its context and alone (memory.raw)
+    # a turn with context is embedded twice when pooled with the turn alone (memory.raw)
     embedded = [d for call in recorder.calls for d in call]
     assert len(turns) <= len(embedded) <= 2 * len(turns)
     old = documents(turns, e5, None)

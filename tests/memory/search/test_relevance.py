@@ -68,4 +68,3 @@ async def test_the_other_memories_are_rated_far_below_the_answer(
     assert by_name["cat"] > 0.5
     assert max(v for name, v in by_name.items() if name != "cat") < 0.1
     assert by_name["cat"] == pytest.approx(max(by_name.values()))
-
