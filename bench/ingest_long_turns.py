@@ -310,10 +310,15 @@ async def ingest_study(turns: list[Turn]) -> list[str]:
     settings = Settings(embedding_provider="local", extraction=False)
     with tempfile.TemporaryDirectory() as tmp:
         async with AsyncMemoryStore(settings=settings, data_dir=Path(tmp) / "data") as store:
-            e5 = store.raw.embedder
-            assert isinstance(e5, E5Embedder)
+            # the store's embedder is wrapped (circuit breaker, instruments): its overhead is
+            # the store's; the embedder alone is the model itself
+            wrapped = store.raw.embedder
+            assert wrapped is not None
+            e5: object = wrapped
+            while not isinstance(e5, E5Embedder):
+                e5 = e5.inner  # type: ignore[attr-defined]
             await e5.embed(["warm up"], role=TextRole.DOCUMENT)
-            recorder = RecordingEmbedder(e5)
+            recorder = RecordingEmbedder(wrapped)
             store.raw.embedder = recorder
             inputs = [RawDialogueInput("long-turns", t.speaker, t.content) for t in turns]
             # Batch by batch, the ingest then the embedder alone on what it just embedded:

@@ -127,7 +127,9 @@ def _json(text: str, where: str) -> Any:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         at = where if where.startswith("line") else f"line {exc.lineno}"
-        raise _invalid(at, f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        raise _invalid(
+            at, f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
+        ) from exc
     except RecursionError as exc:
         raise _invalid(where, "JSON nested too deeply") from exc
     except ValueError as exc:  # NaN, Infinity, -Infinity; integers of over 4300 digits

@@ -391,7 +391,9 @@ def parse_line(data: bytes, line: int) -> Any:
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise LineError(line, f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
+        raise LineError(
+            line, f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
+        ) from exc
     except RecursionError as exc:
         raise LineError(line, "JSON nested too deeply") from exc
     except ValueError as exc:  # NaN, Infinity; integers of over 4300 digits
