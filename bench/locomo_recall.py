@@ -53,6 +53,7 @@ from gql_memory.memory import Memory
 from gql_memory.memory.search import legs as search_module
 from gql_memory.memory.search.period import read_period
 from gql_memory.memory.search.types import Fusion, QueryPeriod, SearchWeights
+from gql_memory.memory.turn_embedding import TurnRecipe
 from gql_memory.memory.vectors import vector_literal
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
@@ -530,7 +531,7 @@ def describe(settings: Settings) -> str:
     where = f" at {settings.openai_base_url}" if provider.name == "openai" else ""
     return (
         f"embedder {provider.name}/{provider.model}{where} ({provider.asymmetry.describe()}); "
-        f"raw turns embedded with the previous turn: {settings.embed_raw_context}; "
+        f"{TurnRecipe.from_settings(settings).describe()}; "
         f"graph propagation {settings.graph_propagation}"
     )
 
