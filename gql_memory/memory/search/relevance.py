@@ -82,13 +82,13 @@ CALIBRATIONS: dict[str, Calibration] = {
     "multilingual-e5-small": Calibration(
         query=Logistic(-122.031, {"cosine": 38.014, "text": 4.19, "best_cosine": 105.532}),
         hit=Logistic(
-            -5.747,
+            -5.577,
             {
-                "cosine": 1.558,
-                "cosine_margin": 21.735,
-                "text": 0.912,
-                "text_share": 1.001,
-                "rank": 3.477,
+                "cosine": 1.389,
+                "cosine_margin": 22.324,
+                "text": 0.971,
+                "text_share": 0.971,
+                "rank": 3.440,
             },
         ),
         floor=0.005,
