@@ -77,7 +77,11 @@ class EmbeddingSignature:
         fields = {k: value[k] for k in ("provider", "model", "dim")}
         marks = {k: v for k, v in value.items() if k not in fields and k != "turns"}
         # a target recorded before the recipe was part of the signature: the recipe of then
-        turns = TurnRecipe.from_json(value["turns"]) if "turns" in value else TurnRecipe()
+        turns = (
+            TurnRecipe.from_json(value["turns"])
+            if "turns" in value
+            else TurnRecipe(short_only=False)
+        )
         return cls(
             fields["provider"], fields["model"], int(fields["dim"]), Asymmetry(**marks), turns
         )

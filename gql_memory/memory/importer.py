@@ -120,13 +120,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _json(text: str, where: str) -> Any:
-    """json.loads, refusing NaN/Infinity; every failure is a ValidationError at ``where``
-    (or at the line JSON's own error names)."""
+def _json(text: str, where: str, *, document: bool = False) -> Any:
+    """json.loads, refusing NaN/Infinity; every failure is a ValidationError at ``where``,
+    or, for a whole ``document`` that is not valid JSON, at the line JSON's own error names."""
     try:
         return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        at = where if where.startswith("line") else f"line {exc.lineno}"
+        at = f"line {exc.lineno}" if document else where
         raise _invalid(
             at, f"not valid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
         ) from exc
@@ -151,7 +151,7 @@ def read_transcript(
     if fmt is not ImportFormat.JSONL and not (
         fmt is ImportFormat.AUTO and path.suffix.lower() in (".jsonl", ".ndjson")
     ):
-        document = _json(raw, "line 1")
+        document = _json(raw, "line 1", document=True)
     if fmt is ImportFormat.AUTO:
         fmt = detect_format(path, document)
     if fmt is ImportFormat.JSONL:

@@ -145,3 +145,13 @@ def test_the_format_can_be_forced(tmp_path: Path) -> None:
     assert fmt is ImportFormat.JSONL and turns[0].content == "hi"
     with pytest.raises(ValidationError, match="format must be"):
         read_transcript(path, "xml")
+
+
+def test_a_pretty_printed_file_names_the_line_of_its_syntax_error(tmp_path: Path) -> None:
+    path = tmp_path / "turns.json"
+    path.write_text(
+        '[\n {"sessionId": "s", "speaker": "u", "content": "a"},\n'
+        ' {"sessionId": "s" "speaker": "u"}\n]\n'
+    )
+    with pytest.raises(ValidationError, match=r"^line 3: not valid JSON \(Expecting ','"):
+        read_transcript(path)

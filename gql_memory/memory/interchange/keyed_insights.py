@@ -1,6 +1,7 @@
 """Insights stored once per import key (kept in their metadata as ``import_key``): the
 insights table has no key column, so an import looks the keys up first and adds only the
-missing ones, all in one transaction."""
+missing ones (the lookup is a read of its own: two imports of one file at once could both
+add an insight)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,19 @@ class KeyedInsight:
 
 
 async def present_keys(store: Insights, keys: Sequence[str]) -> set[str]:
-    """The import keys of ``keys`` that an insight of the namespace already carries."""
+    """The import keys of ``keys`` that a still valid insight of the namespace carries (a key
+    whose insight was closed, e.g. a mem0 memory changed and then changed back, is added
+    again)."""
     if not keys:
         return set()
     key = insights.c.metadata[IMPORT_KEY].astext
     async with store.db.read() as conn:
         found = await conn.scalars(
-            select(key).where(insights.c.namespace == store.namespace, any_of(key, list(keys)))
+            select(key).where(
+                insights.c.namespace == store.namespace,
+                insights.c.valid_to.is_(None),
+                any_of(key, list(keys)),
+            )
         )
         return set(found)
 

@@ -22,8 +22,11 @@ def read_text(path: Path) -> str:
     return _text_of(path)
 
 
-def parse_json(text: str, where: str = "line 1") -> Any:
-    """json.loads refusing NaN and Infinity; a failure names the line JSON's error names."""
+def parse_json(text: str, where: str | None = None) -> Any:
+    """json.loads refusing NaN and Infinity. A record's failure names ``where`` (its line);
+    a whole document's (no ``where``) names the line JSON's error names."""
+    if where is None:
+        return _json(text, "line 1", document=True)
     return _json(text, where)
 
 

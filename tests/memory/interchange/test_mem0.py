@@ -52,6 +52,11 @@ async def test_importing_again_adds_nothing_and_a_changed_memory_supersedes(
     assert len(page) == 6  # the older version left current reads
     newer = next(i for i in page if i.content == "Prefers matcha now")
     assert len(newer.supersedes) == 1
+    # changed back in mem0: the first text is current again, once
+    assert await import_mem0(target.insights, memories) == 1
+    assert await import_mem0(target.insights, memories) == 0
+    page = (await target.insights.list(first=100)).items
+    assert len(page) == 6 and "Prefers matcha now" not in [i.content for i in page]
 
 
 def test_a_list_and_jsonl_are_read_too(tmp_path: Path) -> None:
