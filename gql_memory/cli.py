@@ -564,6 +564,7 @@ def import_transcript(
     """
     from gql_memory.memory.interchange.format import sniff
 
+    _settings(data_dir=data_dir)  # a bad configuration is the first error, as everywhere
     if not file.is_file():
         _fail(f"no such file: {file}")
     if fmt == "export" or (fmt == "auto" and sniff(file)):
