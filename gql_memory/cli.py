@@ -8,7 +8,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gql_memory")
 T = TypeVar("T")
+Progressed = Callable[[int, int], None]
 
 
 def _without_type_tags(params: list[Any]) -> list[Any]:
@@ -114,6 +116,27 @@ def _prepare_metrics_dir(path: Path) -> None:
     # prometheus-client reads the variable itself (also when it came from the config file).
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
     log.info("metrics: multiprocess mode, files in %s", path)
+
+
+@contextmanager
+def _progress_bar(label: str, total: int | None, transient: bool) -> Iterator[Progressed]:
+    """One task's progress bar on stderr, with the logs, which it prints above itself (stdout
+    keeps the summary line alone); yields the callback that moves it."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from gql_memory.server.logs import above_progress
+
+    with (
+        Progress(console=Console(stderr=True), transient=transient) as bar,
+        above_progress(bar.console),
+    ):
+        task = bar.add_task(label, total=total)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield progress
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
@@ -446,14 +469,12 @@ def export(
     and the graph, with validity and supersession; `gql-memory import FILE` reads it back.
     One consistent snapshot, streamed: memory stays constant at any size.
     """
-    from rich.console import Console
-    from rich.progress import Progress
 
     from gql_memory import __version__, runtime
     from gql_memory.memory.interchange.export import export_namespace
     from gql_memory.memory.validation import require_namespace
     from gql_memory.runtime import Purpose
-    from gql_memory.server.logs import above_progress, configure_logging
+    from gql_memory.server.logs import configure_logging
 
     settings = _settings(data_dir=data_dir)
     configure_logging(settings.log_level, settings.log_format)
@@ -466,15 +487,7 @@ def export(
 
     async def run() -> ExportSummary:
         async with runtime.open(settings, Purpose.MAINTENANCE, check_embeddings=False) as rt:
-            with (
-                Progress(console=Console(stderr=True), transient=True) as bar,
-                above_progress(bar.console),
-            ):
-                task = bar.add_task(f"exporting {namespace}", total=None)
-
-                def progress(done: int, total: int) -> None:
-                    bar.update(task, completed=done, total=total)
-
+            with _progress_bar(f"exporting {namespace}", None, transient=True) as progress:
                 if partial is None:
                     return await export_namespace(
                         rt.db,
@@ -573,13 +586,10 @@ def import_transcript(
     if replace or merge:
         _fail("--replace and --merge apply to an export file (made by `gql-memory export`)")
 
-    from rich.console import Console
-    from rich.progress import Progress
-
     from gql_memory.memory.importer import TranscriptImporter, read_transcript
     from gql_memory.memory.interchange.foreign import read_if_foreign
     from gql_memory.memory.validation import require_namespace
-    from gql_memory.server.logs import above_progress, configure_logging
+    from gql_memory.server.logs import configure_logging
     from gql_memory.store import AsyncMemoryStore
 
     settings = _settings(data_dir=data_dir)
@@ -600,17 +610,7 @@ def import_transcript(
     async def run() -> ImportSummary:
         async with AsyncMemoryStore(settings=settings, namespace=namespace) as store:
             importer = TranscriptImporter(store.raw, batch_size)
-            # the bar on stderr with the logs, which it prints above itself; stdout keeps the
-            # summary line alone
-            with (
-                Progress(console=Console(stderr=True), transient=False) as bar,
-                above_progress(bar.console),
-            ):
-                task = bar.add_task(f"importing {file.name}", total=len(turns))
-
-                def progress(done: int, total: int) -> None:
-                    bar.update(task, completed=done, total=total)
-
+            with _progress_bar(f"importing {file.name}", len(turns), transient=False) as progress:
                 return await importer.run(detected, turns, progress)
 
     try:
@@ -624,8 +624,6 @@ def _import_export(
     file: Path, namespace: str, batch_size: int, replace: bool, merge: bool, data_dir: Path | None
 ) -> None:
     """`import` of an export file (gql_memory.memory.interchange.load)."""
-    from rich.console import Console
-    from rich.progress import Progress
 
     from gql_memory import runtime
     from gql_memory.memory.interchange.load import Mode, count_records, load_export
@@ -633,7 +631,7 @@ def _import_export(
     from gql_memory.memory.validation import require_namespace
     from gql_memory.memory.waiting import embed_waiting
     from gql_memory.runtime import Purpose
-    from gql_memory.server.logs import above_progress, configure_logging
+    from gql_memory.server.logs import configure_logging
 
     if replace and merge:
         _fail("--replace and --merge exclude each other")
@@ -652,15 +650,7 @@ def _import_export(
 
     async def run() -> tuple[LoadSummary, str]:
         async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
-            with (
-                Progress(console=Console(stderr=True), transient=True) as bar,
-                above_progress(bar.console),
-            ):
-                task = bar.add_task(f"importing {file.name}", total=None)
-
-                def progress(done: int, total: int) -> None:
-                    bar.update(task, completed=done, total=total)
-
+            with _progress_bar(f"importing {file.name}", None, transient=True) as progress:
                 summary = await load_export(
                     rt.db, settings, namespace, file, mode, batch_size=batch_size, progress=progress
                 )
