@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gql_memory.memory.search.legs_sql import LAYERS, content_sql, statement
-from gql_memory.memory.search.relevance import Calibration, rate, relevance, relevances
+from gql_memory.memory.search.relevance import Calibration, plain_relevance, rate, relevances
 from gql_memory.memory.search.types import Candidate, Fusion, SearchHit
 
 
@@ -48,7 +48,7 @@ async def explained_hits(
         )
         for rank, hit, row in kept
     ]
-    plain = [relevance(row.cosine, hit.scores.get("text"), None, None) for _, hit, row in kept]
+    plain = [plain_relevance(row.cosine, hit.scores.get("text")) for _, hit, row in kept]
     return [
         SearchHit(
             layer=hit.layer,

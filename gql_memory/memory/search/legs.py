@@ -37,8 +37,8 @@ async def run_legs(
     moments: dict[str, datetime | None],
 ) -> tuple[list[Candidate], float | None]:
     """The candidates of the legs, and the best cosine of the ``rated`` layers (not
-    searched: a hit's relevance is rated against the whole namespace, whichever layers
-    are searched, so the same hit gets the same relevance)."""
+    searched: a hit's chance that the namespace holds the answer is rated against the whole
+    namespace, whichever layers are searched)."""
     sql = legs_sql(layers, when, vector=vector is not None, text=bool(weights.text), rated=rated)
     rows = (
         await conn.execute(

@@ -168,9 +168,15 @@ def relevance(
         cosine, text_score, best_cosine, calibration, best_text_score=best_text_score, rank=rank
     )
     if rated is None:
-        similarity = max(0.0, min(1.0, cosine or 0.0))
-        return 1.0 - (1.0 - similarity) * (1.0 - text_signal(text_score))
+        return plain_relevance(cosine, text_score)
     return rated.query
+
+
+def plain_relevance(cosine: float | None, text_score: float | None) -> float:
+    """Relevance without a calibration (or without a cosine): the cosine and the text signal
+    combined, 1 - (1 - cosine) x (1 - s / (s + 5))."""
+    similarity = max(0.0, min(1.0, cosine or 0.0))
+    return 1.0 - (1.0 - similarity) * (1.0 - text_signal(text_score))
 
 
 def relevances(rated: list[Rated | None], plain: list[float]) -> list[float]:
