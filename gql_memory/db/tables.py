@@ -41,6 +41,7 @@ metadata = MetaData()
 
 ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
 REF_KINDS = ("INSIGHT", "EPISODE", "RAW", "NODE")
+SUPERSESSION_REASONS = ("caller", "merged", "updated")
 API_KEY_SCOPES = ("read", "write", "admin")
 
 # A statement that deliberately reads every namespace (an operator's command over the whole
@@ -85,8 +86,7 @@ def _validity(table: str) -> list[Column[object] | CheckConstraint | ForeignKeyC
             "valid_to IS NULL OR valid_to >= valid_from", name=f"ck_{table}_valid_interval"
         ),
         CheckConstraint(
-            "supersession_reason IS NULL OR supersession_reason IN "
-            "('caller', 'merged', 'updated')",
+            "supersession_reason IS NULL OR supersession_reason IN ('caller', 'merged', 'updated')",
             name=f"ck_{table}_supersession_reason",
         ),
         # no ON DELETE action: deleting a fact detaches its predecessors first (Citus refuses
@@ -334,7 +334,9 @@ nodes = Table(
     ),
     Index("ix_nodes_ns_raw", "namespace", "raw_id", postgresql_where=text("raw_id IS NOT NULL")),
     ForeignKeyConstraint(
-        ["namespace", "merged_into"], ["nodes.namespace", "nodes.id"], name="fk_nodes_ns_merged_into"
+        ["namespace", "merged_into"],
+        ["nodes.namespace", "nodes.id"],
+        name="fk_nodes_ns_merged_into",
     ),
     Index(
         "ix_nodes_ns_merged_into",

@@ -201,12 +201,11 @@ class Insights:
             text(
                 """
                 INSERT INTO insights (namespace, content, embedding, source_ids, metadata,
-                                      created_at, valid_from, content_tsv, digest_of)
+                                      created_at, valid_from, content_tsv)
                 SELECT :namespace, u.content, CAST(u.embedding AS vector),
                        CAST(u.source_ids AS bigint[]), CAST(u.metadata AS jsonb),
                        clock_timestamp(), coalesce(u.valid_from, clock_timestamp()),
-                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max)),
-                       :digest_of
+                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
                 FROM unnest(CAST(:contents AS text[]), CAST(:embeddings AS text[]),
                             CAST(:source_ids AS text[]), CAST(:metadata AS text[]),
                             CAST(:valid_from AS timestamptz[]))
@@ -214,14 +213,13 @@ class Insights:
                      AS u(content, embedding, source_ids, metadata, valid_from, ord)
                 ORDER BY u.ord
                 RETURNING id, content, source_ids, metadata, created_at, valid_from,
-                          valid_to, superseded_by, supersession_reason, digest_of
+                          valid_to, superseded_by
                 """
             ).columns(metadata=JSONB),
             {
                 "namespace": self.namespace,
                 "tsconfig": self.settings.text_search_config,
                 "tsv_max": TSV_MAX_CHARS,
-                "digest_of": digest_of,
                 "contents": [r["content"] for r in rows],
                 "embeddings": [None] * len(rows)
                 if vectors is None
@@ -232,6 +230,14 @@ class Insights:
             },
         )
         added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+        if digest_of is not None:  # the digest mark of consolidation (migration 0017)
+            await conn.execute(
+                update(insights)
+                .where(insights.c.namespace == self.namespace)
+                .where(any_of(insights.c.id, [i.id for i in added]))
+                .values(digest_of=digest_of)
+            )
+            added = [replace(i, digest_of=digest_of) for i in added]
         if vectors is None:  # stored waiting for their vectors (memory.waiting)
             await conn.execute(
                 update(insights)

@@ -259,6 +259,11 @@ async def undo(conn: AsyncConnection, namespace: str, action_id: int) -> UndoRes
     action = await load_action(conn, namespace, action_id)
     if action.undone:
         raise ValidationError(f"Consolidation action {action_id} was already undone")
+    if not action.changes:
+        raise ValidationError(
+            f"Consolidation action {action_id} came from an import: its ids name rows of the "
+            "database it was exported from, so it cannot be undone here"
+        )
     await _refuse_if_later(conn, namespace, action)
     if action.kind is ActionKind.ENTITY_MERGE:
         restored, left = await _undo_entity_merge(conn, namespace, action)
