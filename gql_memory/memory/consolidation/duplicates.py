@@ -75,7 +75,7 @@ def statement_groups(candidates: Sequence[Candidate]) -> list[list[Candidate]]:
 
     by_key: dict[Any, list[Candidate]] = defaultdict(list)
     for c in ordered:
-        if c.fact is not None:
+        if c.fact is not None and c.fact.whole:
             by_key[("fact", c.fact, run_of.get(c.id))].append(c)
         if len(c.wording.words) >= 2:
             by_key[("words", c.wording.words, c.wording.names, run_of.get(c.id))].append(c)
