@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gql_memory.memory.consolidation.wording import SOFT_WORDS, strip_preamble
+from gql_memory.memory.consolidation.wording import SOFT_WORDS, strip_preamble, without_hedges
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,12 @@ FRAMES: list[_Frame] = [
         r"(?:dislikes?|hates?|doesn't like|does not like|can't stand|cannot stand|detests?)",
     ),
     *_frame("speaks", False, r"(?:speaks?|is fluent in|can speak)"),
+    *_frame(
+        "allergic to",
+        False,
+        r"(?:is allergic to|am allergic to|has an allergy to|has allergies to|"
+        r"suffers from an allergy to)",
+    ),
     *_frame("has", False, r"(?:has|owns|have|own)"),
     *_frame("visited", False, r"(?:visited|has visited|went to|travelled to|traveled to)"),
     *_frame("is", False, r"is\s(?:a|an)"),
@@ -248,7 +254,7 @@ _VALUE_FILLER = {"to", "go", "going"}
 
 def read_fact(text: str) -> Fact | None:
     """The fact a text states, or None when it is not one plain statement of a frame."""
-    statement = _spoken_plainly(strip_preamble(text.strip()))
+    statement = _spoken_plainly(without_hedges(strip_preamble(text.strip())))
     if not statement or len(statement) > 300 or statement.count(".") > 1 or "?" in statement:
         return None
     for frame in FRAMES:
