@@ -87,6 +87,15 @@ class SearchSettings:
         "best fused score among the candidates of its conversation session (sessionShare), so "
         "that the session that answers best lifts its other turns; 0 switches it off.",
     )
+    search_digest_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Within sessionShare, the raw turns of the candidate session whose digest "
+        "(written by consolidation) is nearest the query gain this share of the best fused "
+        "score (the farthest digest nothing, the others in between); 0: off, the default "
+        "until it gains on both retrieval dev splits.",
+    )
     search_min_relevance: float = Field(
         default=0.0,
         ge=0.0,

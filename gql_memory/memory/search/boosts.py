@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from gql_memory.config import Settings
-from gql_memory.memory.search.legs_sql import RAW_FACETS_SQL, graph_sql, statement
+from gql_memory.memory.search.legs_sql import DIGESTS_SQL, RAW_FACETS_SQL, graph_sql, statement
 from gql_memory.memory.search.types import LAYER_BY_NAME, Candidate, MemoryLayer, When
 from gql_memory.memory.working.decay import decay_params
 
@@ -31,24 +31,56 @@ def named_speakers(query: str, speakers: set[str]) -> set[str]:
 
 
 async def share_sessions(
-    conn: Any, namespace: str, settings: Settings, candidates: list[Candidate]
+    conn: Any,
+    namespace: str,
+    settings: Settings,
+    candidates: list[Candidate],
+    vector: str | None = None,
 ) -> dict[int, str]:
     """Hierarchical retrieval, softly: every raw candidate gains a share of the best fused
     score among the candidates of its conversation session (sessionShare), so that the
     session that answers the query best lifts its other turns (where the answer often is:
-    a question's reply, the event's details). Returns the raw candidates' speakers."""
+    a question's reply, the event's details). With GQL_MEMORY_SEARCH_DIGEST_SHARE, the
+    session whose digest (consolidation) is nearest the query lends its turns more, within
+    sessionShare. Returns the raw candidates' speakers."""
     raw = {c.id: c for c in candidates if c.layer is MemoryLayer.RAW}
-    if not raw or (not settings.search_session_share and not settings.search_speaker_boost):
+    digest_share = settings.search_digest_share if vector is not None else 0.0
+    if not raw or (
+        not settings.search_session_share and not settings.search_speaker_boost and not digest_share
+    ):
         return {}
     rows = list(await conn.execute(statement(RAW_FACETS_SQL), {"ns": namespace, "ids": list(raw)}))
     best: dict[str, float] = {}
     for row in rows:
         best[row.session_id] = max(best.get(row.session_id, 0.0), raw[row.id].fused_score)
+    loans = await _digest_loans(conn, namespace, vector, best, digest_share) if digest_share else {}
     share = settings.search_session_share
     for row in rows:
-        raw[row.id].session_share = share * best[row.session_id]
+        raw[row.id].session_share = share * best[row.session_id] + loans.get(row.session_id, 0.0)
         raw[row.id].final_score = raw[row.id].lending_score
     return {row.id: row.speaker for row in rows}
+
+
+async def _digest_loans(
+    conn: Any, namespace: str, vector: str | None, best: dict[str, float], share: float
+) -> dict[str, float]:
+    """What each candidate session's digest lends its turns: ``share`` of the best fused
+    score, scaled by how near its digest is to the query among the candidate sessions'
+    digests (the nearest lends it all, the farthest nothing). Sessions without a candidate
+    turn are not brought in."""
+    rows = list(
+        await conn.execute(
+            statement(DIGESTS_SQL), {"ns": namespace, "sessions": list(best), "vector": vector}
+        )
+    )
+    if len(rows) < 2:
+        return {}
+    near = {row.session_id: float(row.similarity) for row in rows}
+    low, high = min(near.values()), max(near.values())
+    if high <= low:
+        return {}
+    top = max(best.values())
+    return {s: share * top * (sim - low) / (high - low) for s, sim in near.items()}
 
 
 def boost_speaker(

@@ -303,6 +303,14 @@ size_{layer.value.lower()} AS MATERIALIZED (
 RAW_FACETS_SQL = """
 SELECT id, session_id, speaker FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids)
 """
+# The valid digests (consolidation) of the candidate sessions, and how near each is the query.
+DIGESTS_SQL = """
+SELECT digest_of AS session_id, max(1 - (embedding <=> CAST(:vector AS vector))) AS similarity
+FROM insights
+WHERE namespace = :ns AND digest_of = ANY(CAST(:sessions AS text[])) AND valid_to IS NULL
+  AND embedding IS NOT NULL
+GROUP BY digest_of
+"""
 
 
 def content_sql(layers: Iterable[MemoryLayer], vector: bool = False) -> str:

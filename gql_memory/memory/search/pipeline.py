@@ -160,7 +160,7 @@ class HybridSearch:
         fuse(candidates, request.weights, request.fusion, self.settings.rrf_k)
         speakers: dict[int, str] = {}
         if candidates and MemoryLayer.RAW in chosen:
-            speakers = await share_sessions(conn, self.namespace, self.settings, candidates)
+            speakers = await share_sessions(conn, self.namespace, self.settings, candidates, vector)
         if candidates:
             candidates = await propagate_graph(
                 conn,

@@ -222,3 +222,30 @@ async def test_restatements_below_the_similarity_threshold_are_not_merged(
     assert (await strict.consolidation.run()).actions == []
     loose = Memory(db, settings.with_overrides(consolidation_duplicate_similarity=0.2))
     assert [a.kind for a in (await loose.consolidation.run()).actions] == [ActionKind.MERGE]
+
+
+async def test_a_sessions_digest_lends_its_turns_when_asked(
+    db: Database, settings: Settings
+) -> None:
+    await truncate_all(db)
+    old = ago(2)
+    topics = {
+        "trip": ["We fly to Lisbon in May.", "The hotel in Lisbon is booked.", "Pack light."],
+        "work": ["The release ships Friday.", "The Lisbon office joins the call.", "Done."],
+    }
+    writer = Memory(db, settings.with_overrides(consolidation_digest_min_turns=3))
+    for session, lines in topics.items():
+        for i, line in enumerate(lines):
+            await writer.raw.store(session, "user", line, timestamp=old + timedelta(minutes=i))
+    digests = (await writer.consolidation.run()).actions
+    assert sorted(a.evidence["session"] for a in digests) == ["trip", "work"]
+
+    async def shares(digest_share: float) -> dict[str, float]:
+        reader = Memory(db, settings.with_overrides(search_digest_share=digest_share))
+        hits = await reader.search("Lisbon hotel", top_k=6, layers=["RAW"], session_id=None)
+        return {h.content.removeprefix("user: "): h.session_share for h in hits}
+
+    without, lent = await shares(0.0), await shares(0.5)
+    trip, work = "The hotel in Lisbon is booked.", "The Lisbon office joins the call."
+    assert lent[trip] > without[trip]  # the trip's digest is nearest the query
+    assert lent[work] == without[work]  # the farthest digest lends nothing
