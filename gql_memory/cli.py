@@ -1,4 +1,5 @@
-"""Command line: serve, migrate, reembed, export-schema, export, import, mcp, rules check, keys."""
+"""Command line: serve, migrate, reembed, export-schema, export, consolidate, import, mcp,
+rules check, keys."""
 
 from __future__ import annotations
 
@@ -526,6 +527,82 @@ def export(
         f"to {output or 'stdout'} ({counts})",
         err=output is None,
     )
+
+
+@app.command(cls=Command)
+def consolidate(
+    namespace: Annotated[
+        str, typer.Option(metavar="NAME", help="Namespace to consolidate.")
+    ] = "default",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what it would do; change nothing.")
+    ] = False,
+    undo: Annotated[
+        int | None,
+        typer.Option(metavar="ACTION", help="Undo this journaled action instead of a pass."),
+    ] = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="List the journal (newest first) instead.")
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Consolidate a namespace: merge duplicate insights, supersede changed facts, make
+    near-duplicate automatic entities aliases, digest quiet sessions (docs/consolidation.md).
+
+    Every action is journaled: `--history` lists them, `--undo ACTION` restores what stood
+    before one. A second pass changes nothing. No model is needed.
+    """
+
+    from gql_memory import runtime
+    from gql_memory.memory import Memory
+    from gql_memory.memory.validation import require_namespace
+    from gql_memory.runtime import Purpose
+    from gql_memory.server.logs import configure_logging
+
+    settings = _settings(data_dir=data_dir)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        require_namespace(namespace)
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+
+    async def run() -> list[str]:
+        async with runtime.open(settings, Purpose.MAINTENANCE) as rt:
+            memory = Memory(rt.db, settings, namespace, rt.embedder)
+            if undo is not None:
+                result = await memory.consolidation.undo(undo)
+                lines = [
+                    f"undid action {undo} ({result.action.kind.value}): {result.action.reason}"
+                ]
+                lines += [f"  left {i} as it is: {why}" for i, why in result.left.items()]
+                return lines
+            if history:
+                page = await memory.consolidation.history(first=settings.max_page_size)
+                return [
+                    f"{a.id} {a.created_at:%Y-%m-%d %H:%M} {a.kind.value}"
+                    f"{' (undone)' if a.undone else ''}: {a.reason}"
+                    for a in page.items
+                ] or ["the journal is empty"]
+            report = await memory.consolidation.run(dry_run=dry_run)
+            verb = "would take" if dry_run else "took"
+            lines = [
+                f"{'-' if a.id is None else a.id} {a.kind.value}: {a.reason}"
+                for a in report.actions
+            ]
+            lines.append(
+                f"namespace '{namespace}': {verb} {plural(len(report.actions), 'action')} "
+                f"({plural(report.insights_examined, 'insight')}, "
+                f"{plural(report.entities_examined, 'entity', 'entities')}, "
+                f"{plural(report.sessions_examined, 'quiet session')} examined)"
+            )
+            return lines
+
+    try:
+        lines = asyncio.run(run())
+    except GqlMemoryError as exc:
+        _fail(str(exc))
+    for line in lines:
+        typer.echo(line)
 
 
 @app.command("import", cls=Command)

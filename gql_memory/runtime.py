@@ -37,6 +37,7 @@ from gql_memory.db.replicas import ReadReplicas, ReplicaObserver
 from gql_memory.db.supervision import StateFile, Supervisor
 from gql_memory.embeddings import EmbeddingProvider, make_provider
 from gql_memory.embeddings.breaker import CircuitBreakerEmbedder, breaker_of
+from gql_memory.memory.consolidation.schedule import ConsolidationWorker
 from gql_memory.memory.embedding_config import verify_embedding_config
 from gql_memory.memory.turn_embedding import TurnRecipe
 from gql_memory.memory.waiting import BackfillWorker
@@ -219,6 +220,18 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
             backfill = BackfillWorker(worker_db, embedder, settings)
             backfill.start()
             stack.push_async_callback(backfill.stop)
+        if purpose is not Purpose.MAINTENANCE and settings.consolidation_interval_s > 0:
+            # scheduled consolidation (memory.consolidation.schedule) reads every namespace:
+            # as the owner, on the primary, on a pool of its own in a server
+            owner_db = Database(db.engine)
+            if purpose is Purpose.SERVER:
+                owner_db = Database.from_url(
+                    url, settings.with_overrides(db_pool_size=1, db_max_overflow=1)
+                )
+                stack.push_async_callback(owner_db.dispose)
+            consolidation = ConsolidationWorker(owner_db, embedder, settings)
+            consolidation.start()
+            stack.push_async_callback(consolidation.stop)
         yield Runtime(
             settings,
             url,

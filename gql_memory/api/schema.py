@@ -20,6 +20,7 @@ from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.execution import PreExecutionError
 
+from gql_memory.api.consolidation import ConsolidationMutations, ConsolidationQueries
 from gql_memory.api.context import ContextQueries
 from gql_memory.api.erasure import ErasureMutations
 from gql_memory.api.errors import annotate, log_errors
@@ -59,6 +60,7 @@ QUERY_TYPES: tuple[type, ...] = (
     GraphQueries,
     SearchQueries,
     ContextQueries,
+    ConsolidationQueries,
 )
 MUTATION_TYPES: tuple[type, ...] = (
     RawMutations,
@@ -67,6 +69,7 @@ MUTATION_TYPES: tuple[type, ...] = (
     SemanticMutations,
     GraphMutations,
     ExtractionMutations,
+    ConsolidationMutations,
 )
 SUBSCRIPTION_TYPES: tuple[type, ...] = (MemorySubscriptions,)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import Enum
 from typing import Annotated
 
 import strawberry
@@ -14,6 +15,19 @@ from gql_memory.api.pagination import Connection, to_connection
 from gql_memory.api.raw import RawDialogue
 from gql_memory.memory import episodes, insights
 from gql_memory.memory.insights import InsightInput as DomainInsightInput
+
+
+@strawberry.enum(description="Why a fact was closed.")
+class SupersessionReason(Enum):
+    CALLER = strawberry.enum_value("caller", description="A caller superseded or invalidated it.")
+    MERGED = strawberry.enum_value(
+        "merged", description="Consolidation merged it, a duplicate, into another fact."
+    )
+    UPDATED = strawberry.enum_value(
+        "updated",
+        description="Consolidation found a newer value of the same subject and attribute.",
+    )
+
 
 IdArg = Annotated[strawberry.ID, strawberry.argument(description="Database id.")]
 QueryArg = Annotated[str, strawberry.argument(description="Text to search for (non-empty).")]
@@ -56,6 +70,15 @@ class Insight:
         description=SUPERSEDED_BY.format("insight")
     )
     supersedes: list[strawberry.ID] = strawberry.field(description=SUPERSEDES.format("insight"))
+    supersession_reason: SupersessionReason | None = strawberry.field(
+        description="Why it was closed: CALLER (superseded or invalidated by a caller), MERGED "
+        "(consolidation merged it, a duplicate, into supersededBy) or UPDATED (consolidation "
+        "found a newer value of the same subject and attribute); null while it holds."
+    )
+    digest_of: str | None = strawberry.field(
+        description="The conversation session this insight is the digest of (written by "
+        "consolidation from the session's turns, its sources); null for other insights."
+    )
 
     @strawberry.field(
         description="The embedding vector. Read from the database only when selected. Null while "
@@ -96,6 +119,10 @@ class Insight:
             valid_to=insight.valid_to,
             superseded_by=_id(insight.superseded_by),
             supersedes=[strawberry.ID(str(i)) for i in insight.supersedes],
+            supersession_reason=None
+            if insight.supersession_reason is None
+            else SupersessionReason(insight.supersession_reason),
+            digest_of=insight.digest_of,
         )
 
 

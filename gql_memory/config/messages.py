@@ -15,7 +15,13 @@ from gql_memory.config.settings import Settings, setting_keys
 
 # Settings whose values may carry credentials: an error shows them masked.
 _SECRET_SETTINGS = frozenset(
-    {"database_url", "app_database_url", "read_database_url", "openai_api_key"}
+    {
+        "database_url",
+        "app_database_url",
+        "read_database_url",
+        "openai_api_key",
+        "consolidation_llm_api_key",
+    }
 )
 _SHOWN_VALUE_CHARS = 80
 

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from gql_memory.config.auth import AuthSettings
+from gql_memory.config.consolidation import ConsolidationSettings
 from gql_memory.config.database import DatabaseSettings
 from gql_memory.config.embedded import EmbeddedPostgresSettings
 from gql_memory.config.embeddings import EmbeddingProviderSettings, IndexingSettings
@@ -39,6 +40,7 @@ from gql_memory.errors import ConfigurationError
 # bottom-up so that the settings keep their order (database first, extraction last), the
 # order of docs/configuration.md and of every listing of the settings.
 class Settings(
+    ConsolidationSettings,
     ExtractionSettings,
     IndexingSettings,
     EmbeddingProviderSettings,

@@ -41,6 +41,7 @@ metadata = MetaData()
 
 ARCHIVE_REASONS = ("LRU_EVICTION", "MANUAL_ARCHIVE", "DECAY_EVICTION")
 REF_KINDS = ("INSIGHT", "EPISODE", "RAW", "NODE")
+SUPERSESSION_REASONS = ("caller", "merged", "updated")
 API_KEY_SCOPES = ("read", "write", "admin")
 
 # A statement that deliberately reads every namespace (an operator's command over the whole
@@ -79,8 +80,14 @@ def _validity(table: str) -> list[Column[object] | CheckConstraint | ForeignKeyC
         Column("valid_from", DateTime(timezone=True), nullable=False, server_default=func.now()),
         Column("valid_to", DateTime(timezone=True), nullable=True),
         Column("superseded_by", BigInteger, nullable=True),
+        # why it was closed (0017): caller, or consolidation's merged / updated
+        Column("supersession_reason", Text, nullable=True),
         CheckConstraint(
             "valid_to IS NULL OR valid_to >= valid_from", name=f"ck_{table}_valid_interval"
+        ),
+        CheckConstraint(
+            "supersession_reason IS NULL OR supersession_reason IN ('caller', 'merged', 'updated')",
+            name=f"ck_{table}_supersession_reason",
         ),
         # no ON DELETE action: deleting a fact detaches its predecessors first (Citus refuses
         # SET NULL in a key that holds the distribution column)
@@ -217,6 +224,7 @@ insights = Table(
     Column("metadata", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("content_tsv", TSVECTOR, nullable=True),
+    Column("digest_of", String(255), nullable=True),  # a session's digest (0017)
     *_validity("insights"),
     _tenant_key("insights"),
     Index("ix_insights_ns_created", "namespace", "created_at"),
@@ -231,6 +239,12 @@ insights = Table(
     Index("ix_insights_tsv", "content_tsv", postgresql_using="gin"),
     hnsw_index("insights"),
     _waiting_index("insights"),
+    Index(
+        "ix_insights_ns_digest_of",
+        "namespace",
+        "digest_of",
+        postgresql_where=text("digest_of IS NOT NULL"),
+    ),
 )
 
 episodes = Table(
@@ -276,6 +290,8 @@ nodes = Table(
     Column("episode_id", BigInteger, nullable=True),
     Column("raw_id", BigInteger, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # an automatic entity merged into another by consolidation is its alias (0017)
+    Column("merged_into", BigInteger, nullable=True),
     _tenant_key("nodes"),
     UniqueConstraint("namespace", "label", "name", name="uq_nodes_ns_label_name"),
     # the memory a node stands for, in its namespace; no ON DELETE action: erasing the memory
@@ -317,6 +333,17 @@ nodes = Table(
         postgresql_where=text("episode_id IS NOT NULL"),
     ),
     Index("ix_nodes_ns_raw", "namespace", "raw_id", postgresql_where=text("raw_id IS NOT NULL")),
+    ForeignKeyConstraint(
+        ["namespace", "merged_into"],
+        ["nodes.namespace", "nodes.id"],
+        name="fk_nodes_ns_merged_into",
+    ),
+    Index(
+        "ix_nodes_ns_merged_into",
+        "namespace",
+        "merged_into",
+        postgresql_where=text("merged_into IS NOT NULL"),
+    ),
 )
 
 edges = Table(
@@ -374,6 +401,39 @@ edges = Table(
     ),
 )
 
+# Consolidation (migration 0017): the journal of its actions, each with what stood before it
+# (``changes``, enough to undo it exactly), and where the scheduled pass left off.
+CONSOLIDATION_KINDS = ("merge", "supersede", "digest", "entity_merge")
+consolidation_actions = Table(
+    "consolidation_actions",
+    metadata,
+    _id(),
+    _namespace(),
+    Column("kind", String(32), nullable=False),
+    Column("target_id", BigInteger, nullable=True),
+    Column("ids", ARRAY(BigInteger), nullable=False, server_default="{}"),
+    Column("reason", Text, nullable=False),
+    Column("evidence", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("changes", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("undone_at", DateTime(timezone=True), nullable=True),
+    _tenant_key("consolidation_actions"),
+    CheckConstraint(
+        "kind IN ('merge', 'supersede', 'digest', 'entity_merge')",
+        name="ck_consolidation_actions_kind",
+    ),
+    Index("ix_consolidation_actions_ns_created", "namespace", text("id DESC")),
+)
+
+consolidation_cursors = Table(
+    "consolidation_cursors",
+    metadata,
+    _namespace(),
+    Column("insight_id", BigInteger, nullable=False, server_default="0"),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("namespace", name="consolidation_cursors_pkey"),
+)
+
 # API keys are not memory: they span namespaces (each key is bound to one) and only the
 # server and the `keys` commands read them. The key itself is never stored, only its hash.
 api_keys = Table(
@@ -404,6 +464,8 @@ TENANT_TABLES = frozenset(
         "session_state",
         "nodes",
         "edges",
+        "consolidation_actions",
+        "consolidation_cursors",
     }
 )
 # The tables that are no tenant's, and why: a distributed engine keeps one copy of each on

@@ -21,6 +21,7 @@ from functools import cached_property
 from gql_memory.config import Settings
 from gql_memory.db import Database
 from gql_memory.embeddings import EmbeddingProvider, make_provider
+from gql_memory.memory.consolidation import Consolidation
 from gql_memory.memory.context.assembly import ContextAssembler
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.extraction.pipeline import ExtractionPipeline
@@ -71,6 +72,11 @@ class Memory:
     def knowledge_graph(self) -> KnowledgeGraph:
         """The reference MCP memory server's entities, relations and observations."""
         return KnowledgeGraph(self.db, self.settings, self.namespace, self.insights, self.hybrid)
+
+    @cached_property
+    def consolidation(self) -> Consolidation:
+        """Duplicates merged, changed facts superseded, entities and sessions tidied; undo."""
+        return Consolidation(self.db, self.settings, self.namespace, self.embedder, self.insights)
 
     @cached_property
     def extraction(self) -> ExtractionPipeline:

@@ -61,7 +61,7 @@ def search_sql(as_of: datetime | None) -> str:
     return f"""
 WITH {nearest}
 SELECT i.id, i.content, i.source_ids, i.metadata, i.created_at, i.valid_from, i.valid_to,
-       i.superseded_by, {SUPERSEDES_SQL} AS supersedes,
+       i.superseded_by, i.supersession_reason, i.digest_of, {SUPERSEDES_SQL} AS supersedes,
        1 - n.distance AS score
 FROM nearest n JOIN insights i ON i.namespace = :ns AND i.id = n.id
 ORDER BY n.distance, n.id
@@ -77,6 +77,8 @@ _STORED = (
     insights.c.valid_from,
     insights.c.valid_to,
     insights.c.superseded_by,
+    insights.c.supersession_reason,
+    insights.c.digest_of,
 )
 
 
@@ -97,6 +99,9 @@ class Insight:
     valid_to: datetime | None = None  # when it stopped (superseded); None while it holds
     superseded_by: int | None = None
     supersedes: tuple[int, ...] = ()
+    # why it was closed: caller, or consolidation's merged / updated (None while it holds)
+    supersession_reason: str | None = None
+    digest_of: str | None = None  # the session this insight is the digest of (consolidation)
 
     @property
     def is_valid(self) -> bool:
@@ -115,6 +120,8 @@ class Insight:
             valid_to=m["valid_to"],
             superseded_by=m["superseded_by"],
             supersedes=tuple(m.get("supersedes") or ()),
+            supersession_reason=m.get("supersession_reason"),
+            digest_of=m.get("digest_of"),
         )
 
 
@@ -170,73 +177,90 @@ class Insights:
         """Embed (in batches) and store many insights in one transaction."""
         if not items:
             return []
-        rows = [self._validated(item) for item in items]
+        rows = [self.validated(item) for item in items]
         if self.settings.redact_insights:  # the optional redaction gate (SPEC §3.8)
             chars = sum(len(r["content"]) + len(r["metadata_json"] or "") for r in rows)
             rows = await run_cpu(chars, _redacted, rows)
         # the insight is kept without its vector while the embedder is down (memory.waiting)
         vectors = await vectors_or_wait(self.embedder, [r["content"] for r in rows], "insights")
         async with self.db.write() as conn:
-            await self._check_sources(conn, {s for r in rows for s in r["source_ids"]})
-            result = await conn.execute(
-                text(
-                    """
-                    INSERT INTO insights (namespace, content, embedding, source_ids, metadata,
-                                          created_at, valid_from, content_tsv)
-                    SELECT :namespace, u.content, CAST(u.embedding AS vector),
-                           CAST(u.source_ids AS bigint[]), CAST(u.metadata AS jsonb),
-                           clock_timestamp(), coalesce(u.valid_from, clock_timestamp()),
-                           to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
-                    FROM unnest(CAST(:contents AS text[]), CAST(:embeddings AS text[]),
-                                CAST(:source_ids AS text[]), CAST(:metadata AS text[]),
-                                CAST(:valid_from AS timestamptz[]))
-                         WITH ORDINALITY
-                         AS u(content, embedding, source_ids, metadata, valid_from, ord)
-                    ORDER BY u.ord
-                    RETURNING id, content, source_ids, metadata, created_at, valid_from,
-                              valid_to, superseded_by
-                    """
-                ).columns(metadata=JSONB),
-                {
-                    "namespace": self.namespace,
-                    "tsconfig": self.settings.text_search_config,
-                    "tsv_max": TSV_MAX_CHARS,
-                    "contents": [r["content"] for r in rows],
-                    "embeddings": [None] * len(rows)
-                    if vectors is None
-                    else [vector_literal(v) for v in vectors],
-                    "source_ids": [
-                        "{" + ",".join(str(s) for s in r["source_ids"]) + "}" for r in rows
-                    ],
-                    "metadata": [r["metadata_json"] for r in rows],
-                    "valid_from": [r["valid_from"] for r in rows],
-                },
-            )
-            added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
-            if vectors is None:  # stored waiting for their vectors (memory.waiting)
-                await conn.execute(
-                    update(insights)
-                    .where(insights.c.namespace == self.namespace)
-                    .where(any_of(insights.c.id, [i.id for i in added]))
-                    .values(embedding_waiting=True)
-                )
-            added = [
-                await self._supersede(conn, insight, row["supersedes"])
-                for insight, row in zip(added, rows, strict=True)
-            ]
-            if self.settings.auto_graph:
-                await link_insights(
-                    conn, self.namespace, [(i.id, i.content, i.source_ids) for i in added]
-                )
-            await publish(
-                conn,
-                MemoryEvent(
-                    EventKind.INSIGHT_ADDED, self.namespace, ids=tuple(i.id for i in added)
-                ),
-            )
-            return added
+            return await self.store(conn, rows, vectors)
 
-    def _validated(self, item: InsightInput) -> dict[str, Any]:
+    async def store(
+        self,
+        conn: AsyncConnection,
+        rows: Sequence[dict[str, Any]],
+        vectors: Sequence[Sequence[float]] | None,
+        digest_of: str | None = None,
+    ) -> builtins.list[Insight]:
+        """Store validated rows (``validated``) with their vectors (None: waiting) in the
+        caller's transaction: supersessions, the automatic graph and the event with them.
+        ``digest_of``: the rows are the digest of that session (consolidation)."""
+        await self._check_sources(conn, {s for r in rows for s in r["source_ids"]})
+        result = await conn.execute(
+            text(
+                """
+                INSERT INTO insights (namespace, content, embedding, source_ids, metadata,
+                                      created_at, valid_from, content_tsv)
+                SELECT :namespace, u.content, CAST(u.embedding AS vector),
+                       CAST(u.source_ids AS bigint[]), CAST(u.metadata AS jsonb),
+                       clock_timestamp(), coalesce(u.valid_from, clock_timestamp()),
+                       to_tsvector(CAST(:tsconfig AS regconfig), left(u.content, :tsv_max))
+                FROM unnest(CAST(:contents AS text[]), CAST(:embeddings AS text[]),
+                            CAST(:source_ids AS text[]), CAST(:metadata AS text[]),
+                            CAST(:valid_from AS timestamptz[]))
+                     WITH ORDINALITY
+                     AS u(content, embedding, source_ids, metadata, valid_from, ord)
+                ORDER BY u.ord
+                RETURNING id, content, source_ids, metadata, created_at, valid_from,
+                          valid_to, superseded_by
+                """
+            ).columns(metadata=JSONB),
+            {
+                "namespace": self.namespace,
+                "tsconfig": self.settings.text_search_config,
+                "tsv_max": TSV_MAX_CHARS,
+                "contents": [r["content"] for r in rows],
+                "embeddings": [None] * len(rows)
+                if vectors is None
+                else [vector_literal(v) for v in vectors],
+                "source_ids": ["{" + ",".join(str(s) for s in r["source_ids"]) + "}" for r in rows],
+                "metadata": [r["metadata_json"] for r in rows],
+                "valid_from": [r["valid_from"] for r in rows],
+            },
+        )
+        added = sorted((Insight.from_row(r) for r in result.all()), key=lambda i: i.id)
+        if digest_of is not None:  # the digest mark of consolidation (migration 0017)
+            await conn.execute(
+                update(insights)
+                .where(insights.c.namespace == self.namespace)
+                .where(any_of(insights.c.id, [i.id for i in added]))
+                .values(digest_of=digest_of)
+            )
+            added = [replace(i, digest_of=digest_of) for i in added]
+        if vectors is None:  # stored waiting for their vectors (memory.waiting)
+            await conn.execute(
+                update(insights)
+                .where(insights.c.namespace == self.namespace)
+                .where(any_of(insights.c.id, [i.id for i in added]))
+                .values(embedding_waiting=True)
+            )
+        added = [
+            await self._supersede(conn, insight, row["supersedes"])
+            for insight, row in zip(added, rows, strict=True)
+        ]
+        if self.settings.auto_graph:
+            await link_insights(
+                conn, self.namespace, [(i.id, i.content, i.source_ids) for i in added]
+            )
+        await publish(
+            conn,
+            MemoryEvent(EventKind.INSIGHT_ADDED, self.namespace, ids=tuple(i.id for i in added)),
+        )
+        return added
+
+    def validated(self, item: InsightInput) -> dict[str, Any]:
+        """An input checked and normalised into a row for ``store``."""
         if len(item.source_ids) > MAX_SOURCE_IDS:
             raise ValidationError(f"sourceIds must hold at most {MAX_SOURCE_IDS} ids")
         metadata = require_json_object(item.metadata, "metadata")

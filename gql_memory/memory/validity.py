@@ -139,7 +139,11 @@ async def close_facts(
         raise ValidationError(
             f"Cannot close a fact before it became valid ({noun} {_shown(early)})"
         )
-    await conn.execute(update(facts).where(*these).values(valid_to=moment, superseded_by=successor))
+    await conn.execute(
+        update(facts)
+        .where(*these)
+        .values(valid_to=moment, superseded_by=successor, supersession_reason="caller")
+    )
     return list(ids)
 
 

@@ -19,7 +19,9 @@ from sqlalchemy.engine import make_url
 from gql_memory.config import DEFAULT_DATABASE_ROLE, Settings
 from gql_memory.db import Database
 from gql_memory.db.fair import NamespacedDatabase
+from gql_memory.embeddings import make_provider
 from gql_memory.memory import Memory
+from gql_memory.memory.consolidation.schedule import ConsolidationWorker
 from gql_memory.server.app import create_app
 from tests.conftest import start_live_server, truncate_all
 
@@ -57,6 +59,12 @@ async def filled(db: Database, settings: Settings) -> list[str]:
         a = await memory.graph.add_node("Person", "Maria")
         b = await memory.graph.add_node("City", "Lisbon")
         await memory.graph.add_edge(a.id, b.id, "VISITED")
+        await memory.insights.add(f"Maria likes Lisbon ({namespace})")  # a duplicate, merged
+    # the scheduled pass journals its actions and leaves a cursor per namespace
+    worker = ConsolidationWorker(
+        db, make_provider(settings), settings.with_overrides(consolidation_interval_s=60)
+    )
+    assert await worker.run_once() == dict.fromkeys(NAMESPACES, 1)
     async with db.read() as conn:
         return await tenant_tables(conn)
 

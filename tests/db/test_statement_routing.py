@@ -42,6 +42,7 @@ from gql_memory.db.migrate import upgrade
 from gql_memory.db.tables import TENANT_TABLES
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.memory import Memory
+from gql_memory.memory.consolidation.schedule import ConsolidationWorker
 from gql_memory.memory.embedding_config import reembed
 from gql_memory.memory.importer import import_file
 from tests.conftest import LiveServer, private_temp_dir, serving
@@ -303,7 +304,8 @@ async def _library_workload(db: Database, settings: Settings, root: Path) -> Non
 
 async def library_writes(db: Database, settings: Settings, root: Path) -> None:
     """The library's writes in the second namespace ("tenant_b"): a turn, a working item, a
-    transcript imported twice, an insight (tests/citus runs them on the cluster)."""
+    transcript imported twice, an insight and its duplicate consolidated, undone, and a
+    scheduled pass (tests/citus runs them on the cluster)."""
     other = Memory(db, settings, "tenant_b")
     await other.raw.store("t", "Ana", "Ana flies to Madrid.")
     await other.working.add("remember Madrid", session_id="t")
@@ -315,6 +317,13 @@ async def library_writes(db: Database, settings: Settings, root: Path) -> None:
     await import_file(other.raw, transcript, batch_size=1)
     await import_file(other.raw, transcript)  # every turn already there: skipped
     await other.insights.add("Ana likes Madrid", [])
+    await other.insights.add("Ana likes Madrid", [])  # a duplicate: consolidation merges it
+    report = await other.consolidation.run()
+    await other.consolidation.undo(report.actions[0].id)
+    await other.consolidation.history()
+    await ConsolidationWorker(
+        db, other.embedder, settings.with_overrides(consolidation_interval_s=60)
+    ).run_once()
 
 
 # --- the checks -----------------------------------------------------------------------------
@@ -361,12 +370,15 @@ def test_the_workload_reaches_every_tenant_table_and_the_statements_inside_funct
 
 def test_only_the_operators_commands_read_every_namespace(captured: list[str]) -> None:
     """The statements marked as reading every namespace come from re-embedding (the
-    `reembed` command over the whole database) and from embedding the rows that waited for
-    their vectors (memory/waiting.py: which namespaces hold some, how many), never from a
-    request."""
+    `reembed` command over the whole database), from embedding the rows that waited for
+    their vectors (memory/waiting.py: which namespaces hold some, how many) and from the
+    scheduled consolidation's look for due namespaces, never from a request."""
     fanned_out = [sql for sql in captured if reads_every_namespace(sql)]
     assert fanned_out
     assert all(
-        "embedding_next" in sql or "DISTINCT namespace" in sql or "embedding_waiting" in sql
+        "embedding_next" in sql
+        or "DISTINCT namespace" in sql
+        or "embedding_waiting" in sql
+        or "consolidation_cursors" in sql
         for sql in fanned_out
     ), fanned_out

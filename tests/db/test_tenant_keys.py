@@ -177,7 +177,12 @@ async def _fill(db: Database) -> dict[str, int]:
         for n in range(3):
             await memory.working.add(f"note {n}", session_id="s1")
         old = await memory.insights.add("Maria lives in Lisbon", source_ids=[turn.id])
-        new = await memory.insights.add("Maria lives in Porto", supersedes=[old.id])
+        new = await memory.insights.add("Maria lives in Porto")
+        async with db.write() as conn:  # superseded as 0012 did it (no reason column yet)
+            await conn.execute(
+                text("UPDATE insights SET valid_to = now(), superseded_by = :n WHERE id = :o"),
+                {"n": new.id, "o": old.id},
+            )
         episode = await memory.episodes.store("trip", 0.5, "went well")
         maria = await memory.graph.add_node(
             "Person", "Maria", insight_id=new.id, episode_id=episode.id, raw_id=turn.id
@@ -187,7 +192,9 @@ async def _fill(db: Database) -> dict[str, int]:
     async with db.write() as conn:
         counts = {
             table: await conn.scalar(text(f"SELECT count(*) FROM {table}"))
-            for table in TENANT_TABLES
+            for table in sorted(TENANT_TABLES)
+            # the tables of a later migration (0017's journal) do not exist at 0012
+            if await conn.scalar(text("SELECT to_regclass(:t)"), {"t": table}) is not None
         }
         # a tenant_a node tied to tenant_b's memories, an edge from it to a tenant_b node
         await conn.execute(
@@ -224,8 +231,7 @@ async def test_the_migration_keys_existing_data_by_namespace_and_back(at_0012: D
             head_revision()
         )
         after = {
-            table: await conn.scalar(text(f"SELECT count(*) FROM {table}"))
-            for table in TENANT_TABLES
+            table: await conn.scalar(text(f"SELECT count(*) FROM {table}")) for table in counts
         }
         assert after == counts  # the edge across namespaces went, nothing else
         crossing = await conn.execute(

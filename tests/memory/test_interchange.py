@@ -63,6 +63,17 @@ async def fill_every_layer(memory: Memory) -> None:
     kept = await memory.working.list("chat-0")
     await memory.working.archive(kept[-1].id)
     await memory.working.access(kept[0].id)
+    # consolidation: a duplicate merged (reason merged), an entity made an alias, journaled
+    await memory.insights.add("Lisbon has yellow trams", [turns[3].id])
+    await memory.raw.store("chat-1", "Maria", "turn about trams")
+    await memory.raw.store("chat-1", "maria", "another turn about trams")
+    report = await memory.consolidation.run()
+    assert sorted(a.kind.value for a in report.actions) == ["entity_merge", "merge"]
+    async with memory.db.write() as conn:  # where a scheduled pass left off
+        await conn.execute(
+            text("INSERT INTO consolidation_cursors (namespace, insight_id) VALUES (:ns, :i)"),
+            {"ns": memory.namespace, "i": new.id},
+        )
     async with memory.db.write() as conn:  # stored while the embedder was down
         await conn.execute(
             text(
@@ -121,10 +132,12 @@ def test_every_tenant_table_is_exported() -> None:
 
 
 def test_every_column_of_a_tenant_table_is_exported() -> None:
-    """All but the namespace (the import's), the full-text vector (made again from the text)
-    and the vector with its waiting mark (the embedded kinds' own fields)."""
+    """All but the namespace (the import's), the full-text vector (made again from the text),
+    the vector with its waiting mark (the embedded kinds' own fields) and what stood before a
+    consolidation action (its ids name the exporting database's rows: not undone after an
+    import)."""
     for kind in KINDS:
-        derived = {"namespace", "content_tsv", "embedding", "embedding_waiting"}
+        derived = {"namespace", "content_tsv", "embedding", "embedding_waiting", "changes"}
         assert {f.column for f in kind.fields} == set(kind.table.c.keys()) - derived, kind.name
 
 
@@ -191,7 +204,7 @@ async def test_a_namespace_with_data_is_refused_unless_replace_or_merge(
     twice = await load_export(db, memory.settings, "target", path, Mode.MERGE)
     assert twice.added == dict.fromkeys(BY_NAME, 0)
     turns = {t.content for t in (await target.raw.list(first=100)).items}
-    assert "only in the target" in turns and len(turns) == 7
+    assert "only in the target" in turns and len(turns) == 9
 
     replaced = await load_export(db, memory.settings, "target", path, Mode.REPLACE)
     assert replaced.replaced
@@ -214,7 +227,7 @@ async def test_merge_into_a_namespace_adds_the_file_alongside(
     assert merged.added["node"] == merged.read["node"] - 1  # Lisbon was there: it is shared
     lisbon = await target.graph.node_by_name("City", "Lisbon")
     assert lisbon is not None and lisbon.properties == {"mine": True}
-    assert merged.added["raw"] == 6 and merged.added["edge"] == merged.read["edge"]
+    assert merged.added["raw"] == 8 and merged.added["edge"] == merged.read["edge"]
     again = await load_export(db, memory.settings, "target", path, Mode.MERGE)
     assert sum(again.added.values()) == 0
 

@@ -98,7 +98,9 @@ def _rows(kind: Kind, namespace: str, with_vectors: bool) -> Any:
         if with_vectors:
             columns.append(cast(table.c.embedding, Text).label("vector"))
     query = select(*columns).where(table.c.namespace == namespace)
-    return query.order_by(table.c.id if kind.has_id else table.c.session_id)
+    if kind.has_id:
+        return query.order_by(table.c.id)
+    return query.order_by(*(c for c in table.primary_key.columns))
 
 
 def _record(kind: Kind, row: Any, with_vectors: bool) -> dict[str, Any]:

@@ -21,7 +21,11 @@ from sqlalchemy import Table
 from gql_memory.config import MAX_QUERY_CHARS
 from gql_memory.db.tables import (
     ARCHIVE_REASONS,
+    CONSOLIDATION_KINDS,
     REF_KINDS,
+    SUPERSESSION_REASONS,
+    consolidation_actions,
+    consolidation_cursors,
     edges,
     episodes,
     insights,
@@ -165,6 +169,9 @@ def _validity(kind: str) -> list[Field]:
         Field("validFrom", "valid_from", _moment, _iso),
         Field("validTo", "valid_to", _optional(_moment), _iso),
         Field("supersededBy", "superseded_by", _optional(require_id), ref=kind, deferred=True),
+        Field(
+            "supersessionReason", "supersession_reason", _optional(_choice(*SUPERSESSION_REASONS))
+        ),
     ]
 
 
@@ -217,6 +224,7 @@ KINDS: list[Kind] = [
             Field("sourceIds", "source_ids", _ids, list, ref="raw", loose=True),
             Field("metadata", "metadata", _json_object),
             Field("createdAt", "created_at", _moment, _iso),
+            Field("digestOf", "digest_of", _optional(_text(255))),
             *_validity("insight"),
         ],
         embedded=True,
@@ -246,6 +254,7 @@ KINDS: list[Kind] = [
             Field("episodeId", "episode_id", _optional(require_id), ref="episode"),
             Field("rawId", "raw_id", _optional(require_id), ref="raw"),
             Field("createdAt", "created_at", _moment, _iso),
+            Field("mergedInto", "merged_into", _optional(require_id), ref="node", deferred=True),
         ],
     ),
     Kind(
@@ -295,6 +304,32 @@ KINDS: list[Kind] = [
             Field("refId", "ref_id", _optional(require_id), ref="refKind", loose=True),
             Field("provenance", "provenance", _json_object),
         ],
+    ),
+    # The consolidation journal, as history: what was merged, superseded, digested, made an
+    # alias, and why. Its ids name rows of the exporting database (an import renumbers rows),
+    # and what stood before each action is not exported: an imported action is not undone.
+    Kind(
+        "consolidation",
+        consolidation_actions,
+        [
+            ID,
+            Field("action", "kind", _choice(*CONSOLIDATION_KINDS)),
+            Field("targetId", "target_id", _optional(require_id)),
+            Field("ids", "ids", _ids, list),
+            Field("reason", "reason", _text()),
+            Field("evidence", "evidence", _json_object),
+            Field("createdAt", "created_at", _moment, _iso),
+            Field("undoneAt", "undone_at", _optional(_moment), _iso),
+        ],
+    ),
+    Kind(
+        "consolidationCursor",
+        consolidation_cursors,
+        [
+            Field("insightId", "insight_id", _count, ref="insight", loose=True),
+            Field("updatedAt", "updated_at", _moment, _iso),
+        ],
+        has_id=False,
     ),
 ]
 BY_NAME = {kind.name: kind for kind in KINDS}

@@ -41,6 +41,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from gql_memory.config import IMPORT_BATCH_SIZE, TSV_MAX_CHARS, Settings
 from gql_memory.db import Database
 from gql_memory.db.tables import (
+    consolidation_actions,
+    consolidation_cursors,
     edges,
     episodes,
     insights,
@@ -94,7 +96,17 @@ class LoadSummary:
 # Two imports into one namespace run one after the other (transaction-scoped lock).
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('gql_memory import ' || :ns, 0))"
 # Erasing comes in this order: what refers to a row goes before it (edges go with nodes).
-ERASE_ORDER = (nodes, working_memory, stale_memory, insights, episodes, raw_dialogue, session_state)
+ERASE_ORDER = (
+    nodes,
+    working_memory,
+    stale_memory,
+    insights,
+    episodes,
+    raw_dialogue,
+    session_state,
+    consolidation_actions,
+    consolidation_cursors,
+)
 
 
 # What a table holds once per namespace besides its id (its unique indexes), as a record names it.
@@ -214,6 +226,11 @@ async def _erase(conn: AsyncConnection, namespace: str) -> None:
             .where(table.c.namespace == namespace, table.c.superseded_by.is_not(None))
             .values(superseded_by=None)
         )
+    await conn.execute(  # aliases of entities (consolidation)
+        update(nodes)
+        .where(nodes.c.namespace == namespace, nodes.c.merged_into.is_not(None))
+        .values(merged_into=None)
+    )
     for table in ERASE_ORDER:
         await conn.execute(delete(table).where(table.c.namespace == namespace))
 
@@ -242,6 +259,10 @@ class _Loader:
     async def store(self, batch: list[Record], summary: LoadSummary) -> None:
         kind = batch[0].kind
         summary.read[kind.name] += len(batch)
+        if kind.name == "consolidationCursor":
+            await self.ids.remap_references(kind, batch)
+            summary.added[kind.name] += await self._store_cursor(batch[-1])
+            return
         if not kind.has_id:
             summary.added[kind.name] += await self._store_sessions(batch)
             return
@@ -329,6 +350,21 @@ class _Loader:
                 ),
             )
         return statement
+
+    async def _store_cursor(self, record: Record) -> int:
+        """Where the scheduled consolidation left off (its insight, renumbered); a cursor the
+        namespace has already stays (its pass looked at what it holds)."""
+        statement = pg_insert(consolidation_cursors).values(
+            namespace=self.namespace,
+            insight_id=record.values["insight_id"],
+            updated_at=record.values["updated_at"],
+        )
+        inserted = await self.conn.scalars(
+            statement.on_conflict_do_nothing(index_elements=["namespace"]).returning(
+                consolidation_cursors.c.namespace
+            )
+        )
+        return len(inserted.all())
 
     async def _store_sessions(self, batch: list[Record]) -> int:
         """Event counters per session; merged into one the namespace has, the larger wins

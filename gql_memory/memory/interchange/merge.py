@@ -28,6 +28,7 @@ MERGE_KEYS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "working": (("session_id", "content", "created_at"),),
     "stale": (("session_id", "original_content", "archived_at"),),
+    "consolidation": (("kind", "reason", "created_at"),),
 }
 
 
