@@ -30,7 +30,8 @@ BENCHMARKS = [
 RESULTS = DOCS / "benchmarks.md"
 # Run alone, with their own options; each writes its section of its own page and exits
 # non-zero when its verdict fails.
-OWN_PAGES = ["soak", "embedder_outage", "fuzz"]  # docs/benchmarks-security.md
+# soak, embedder_outage, fuzz: docs/benchmarks-security.md; consolidation: docs/benchmarks.md
+OWN_PAGES = ["soak", "embedder_outage", "fuzz", "consolidation"]
 
 
 def sections(lines: list[str]) -> list[list[str]]:

@@ -1,0 +1,274 @@
+"""Consolidation (issue 44) on the seeded corpus of bench/consolidation_corpus.py: merges of
+duplicates, supersessions of changed facts, search after them, and the cost of a pass.
+
+    python -m bench consolidation [--scale 10000] [--embedder local|hash] [--no-cache]
+                                  [--no-write]
+
+Accuracy: the corpus's 340 facts go into a fresh namespace as insights with their valid_from,
+embedded by the in-process multilingual-e5-small (the default, as in bench.locomo_recall);
+consolidation runs until its report says complete, then once more (it must find nothing).
+Then every update's question is searched (top 10) now and as of one second before the newer
+fact, and every action is undone. Scored by bench/consolidation_scoring.py.
+
+Cost (with ``--scale N``): N facts (copies of the corpus with other seeds and family names)
+are loaded into two namespaces; one is consolidated alone (its time), the other while the
+update questions of the first two copies are searched on the same event loop, one after the
+other; their p95 is compared with that of the same searches in the same namespace just
+before and just after the pass. Loading embeds through bench.embedding_cache (not measured).
+
+Prints the targets met or not, then every mistake with its texts; writes its section of
+docs/benchmarks.md (unless --no-write) and exits non-zero when a target is not met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from bench.common import DOCS, percentile, run_async, vacuum_analyze, write_section
+from bench.consolidation_corpus import SEED, SURNAMES, Fact, generate, scaled
+from bench.consolidation_scoring import (
+    Accuracy,
+    Pass,
+    Target,
+    UpdateSearch,
+    accuracy_tables,
+    accuracy_targets,
+    mistakes,
+)
+from bench.embedding_cache import DEFAULT_CACHE_DIR, cached_embeddings
+from gql_memory import AsyncMemoryStore
+from gql_memory.config import Settings
+from gql_memory.embeddings import EmbeddingProvider
+from gql_memory.memory import Memory
+from gql_memory.memory.consolidation.types import ConsolidationAction
+from gql_memory.memory.insights import InsightInput
+
+NAMESPACE = "consolidation"
+TOP_K = 10
+SCALE = 10_000  # the cost part's namespace, with --scale (issue 44's size)
+COMMAND = "python -m bench consolidation"
+LOAD_BATCH = 1_000
+MAX_PASSES = 1_000  # a pass that never reports complete is a failure, not a hang
+P95_RATIO = 1.3  # issue 44: search p95 while consolidation runs, at most 1.3x without
+
+
+STARTED = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.perf_counter() - STARTED:6.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+async def consolidate(memory: Memory) -> Pass:
+    actions: list[ConsolidationAction] = []
+    started = time.perf_counter()
+    for passes in range(1, MAX_PASSES + 1):
+        report = await memory.consolidation.run()
+        actions += report.actions
+        if report.complete:
+            return Pass(actions, passes, time.perf_counter() - started, True)
+    return Pass(actions, MAX_PASSES, time.perf_counter() - started, False)
+
+
+async def load(memory: Memory, facts: Sequence[Fact]) -> list[int]:
+    ids: list[int] = []
+    for start in range(0, len(facts), LOAD_BATCH):
+        batch = facts[start : start + LOAD_BATCH]
+        stored = await memory.insights.add_many(
+            [InsightInput(f.content, valid_from=f.valid_from) for f in batch]
+        )
+        ids += [i.id for i in stored]
+    return ids
+
+
+def loader(store: AsyncMemoryStore, namespace: str, embedder: EmbeddingProvider) -> Memory:
+    """``namespace`` with ``embedder`` (the cached one): loading is not what is measured."""
+    return Memory(store.memory.db, store.settings, namespace, embedder)
+
+
+async def accuracy(store: AsyncMemoryStore, embedder: EmbeddingProvider) -> Accuracy:
+    corpus = generate()
+    memory = store.scoped(NAMESPACE)
+    ids = await load(loader(store, NAMESPACE, embedder), corpus.facts)
+    progress(f"corpus loaded ({len(ids)} insights)")
+    run = await consolidate(memory)
+    progress(f"consolidated: {len(run.actions)} actions")
+    again = len((await memory.consolidation.run()).actions)
+    final = await memory.insights.get_many(ids)
+    result = Accuracy(corpus, ids, run, again, final)
+    for update in corpus.updates:
+        old, new = ids[update.old], ids[update.new]
+        now = [h.id for h in await memory.search(update.query, top_k=TOP_K)]
+        before = corpus.facts[update.new].valid_from - timedelta(seconds=1)
+        then = [h.id for h in await memory.search(update.query, top_k=TOP_K, as_of=before)]
+        rank = now.index(new) + 1 if new in now else None
+        result.searches.append(UpdateSearch(update, rank, old in now, old in then))
+    progress("searched")
+    # every action undone, newest first: every insight holds again
+    for action in reversed(run.actions):
+        if action.id is not None:
+            await memory.consolidation.undo(action.id)
+    restored = await memory.insights.get_many(ids)
+    result.undone_left = sum(1 for i in restored.values() if i.valid_to is not None)
+    return result
+
+
+def scale_queries() -> list[str]:
+    """The update questions of the first two copies ``scaled`` makes."""
+    copies = (generate(SEED), generate(SEED + 1, SURNAMES[0]))
+    return [u.query for corpus in copies for u in corpus.updates]
+
+
+@dataclass
+class Cost:
+    size: int
+    load_seconds: float
+    alone: Pass
+    searched: Pass
+    before: list[float]  # search latencies (ms) just before the pass, while it ran, after it
+    during: list[float]
+    after: list[float]
+
+
+async def timed_search(memory: Memory, query: str) -> float:
+    started = time.perf_counter()
+    await memory.search(query, top_k=TOP_K)
+    return (time.perf_counter() - started) * 1000
+
+
+async def cost(store: AsyncMemoryStore, embedder: EmbeddingProvider, size: int) -> Cost:
+    facts = scaled(size)
+    started = time.perf_counter()
+    for namespace in ("scale-alone", "scale-searched"):
+        await load(loader(store, namespace, embedder), facts)
+    load_seconds = time.perf_counter() - started
+    progress(f"loaded {size:,} facts twice")
+    settle = ("insights", "nodes", "edges")  # as autovacuum would, before each measurement
+    await vacuum_analyze(store.memory.db, *settle)
+    memory = store.scoped("scale-searched")
+    queries = scale_queries()
+    for query in queries:  # every query once: the measured ones find warm caches
+        await memory.search(query, top_k=TOP_K)
+    # the searches without consolidation bracket those during it (before and after), so
+    # that a drift of the machine's load over the run weighs on both sides alike
+    before = [await timed_search(memory, q) for q in queries + queries]
+    running = asyncio.create_task(consolidate(memory))
+    during: list[float] = []
+    while not running.done():
+        during.append(await timed_search(memory, queries[len(during) % len(queries)]))
+    searched = await running
+    after = [await timed_search(memory, q) for q in queries + queries]
+    progress(f"searched while consolidating: {len(searched.actions)} actions")
+    await vacuum_analyze(store.memory.db, *settle)
+    alone = await consolidate(store.scoped("scale-alone"))
+    progress(f"consolidated alone: {len(alone.actions)} actions in {alone.seconds:.1f} s")
+    return Cost(size, load_seconds, alone, searched, before, during, after)
+
+
+def cost_report(c: Cost, corpus_run: Pass) -> tuple[list[str], list[Target]]:
+    without, during = percentile(c.before + c.after, 95), percentile(c.during, 95)
+    ratio = during / without
+    rows = (
+        ("before the pass", c.before),
+        ("while the pass runs", c.during),
+        ("after the pass", c.after),
+        ("without a pass (before and after)", c.before + c.after),
+    )
+    lines = [
+        "",
+        f"Cost: {c.size:,} insights per namespace, loaded twice in {c.load_seconds:.0f} s. "
+        f"Consolidation alone: {c.alone.seconds:.1f} s, {len(c.alone.actions)} actions in "
+        f"{c.alone.passes} pass(es); while searched: {c.searched.seconds:.1f} s, "
+        f"{len(c.searched.actions)} actions.",
+        "",
+        "| search (library call, top 10, query embedding included) | searches | p50 ms | p95 ms |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {name} | {len(ms)} | {percentile(ms, 50):.1f} | {percentile(ms, 95):.1f} |"
+            for name, ms in rows
+        ),
+    ]
+    return lines, [
+        Target(
+            f"{c.size:,} insights consolidated in bounded time",
+            f"{c.alone.seconds:.1f} s ({1000 * c.alone.seconds / c.size:.1f} ms per insight; "
+            f"the corpus's 340: {1000 * corpus_run.seconds / 340:.1f} ms per insight)",
+            c.alone.complete and c.searched.complete,
+        ),
+        Target(
+            "search p95 while consolidation runs <= 1.3x without",
+            f"{ratio:.2f}x ({during:.1f} / {without:.1f} ms, {len(c.during)} searches during)",
+            ratio <= P95_RATIO and len(c.during) >= 20,
+        ),
+    ]
+
+
+async def run(
+    settings: Settings, scale: int, cache_dir: Path | None
+) -> tuple[list[str], list[str], bool]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with (
+            AsyncMemoryStore(settings=settings, data_dir=Path(tmp) / "data") as store,
+            cached_embeddings(store.memory.embedder, cache_dir) as cached,
+        ):
+            embedder = store.memory.embedder
+            progress("store open")
+            acc = await accuracy(store, cached)
+            progress("accuracy part done")
+            targets, lines = accuracy_targets(acc), accuracy_tables(acc)
+            if scale:
+                more, cost_targets = cost_report(await cost(store, cached, scale), acc.run)
+                lines += more
+                targets += cost_targets
+            else:
+                lines += ["", f"Cost part skipped: `{COMMAND} --scale {SCALE}` runs it."]
+    command = COMMAND + (f" --scale {scale}" if scale else "")
+    verdict = {True: "yes", False: "NO", None: "(reported)"}
+    heading = [
+        "## Consolidation (issue 44): merges, supersessions, search after them, cost",
+        "",
+        f"Seeded corpus of bench/consolidation_corpus.py; embedder {embedder.name}/"
+        f"{embedder.model}; the consolidation settings' defaults. Reproduce with `{command}`.",
+        "",
+        "| target | measured | met |",
+        "| --- | --- | --- |",
+        *(f"| {t.name} | {t.measured} | {verdict[t.met]} |" for t in targets),
+        "",
+    ]
+    return [*heading, *lines, ""], mistakes(acc), all(t.met is not False for t in targets)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench consolidation", description=__doc__)
+    parser.add_argument(
+        "--scale", type=int, default=0, help=f"insights of the cost part (issue 44: {SCALE})"
+    )
+    parser.add_argument("--embedder", choices=["local", "hash"], default="local")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
+        help="where the loaded facts' embeddings are kept between runs (bench.embedding_cache)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="embed every fact loaded")
+    parser.add_argument("--no-write", action="store_true", help="only print the section")
+    args = parser.parse_args(argv)
+    settings = Settings().with_overrides(embedding_provider=args.embedder, statement_timeout_ms=0)
+    cache_dir = None if args.no_cache else args.cache_dir
+    lines, errors, ok = run_async(run(settings, args.scale, cache_dir))
+    if not args.no_write:
+        write_section(DOCS / "benchmarks.md", lines)
+    print("\n".join([*lines, *errors]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
