@@ -26,6 +26,7 @@ from gql_memory import runtime
 from gql_memory.config import CONTEXT_DEFAULT_MAX_TOKENS, Settings
 from gql_memory.loop_thread import LoopThread, StoreClosedError, synchronous
 from gql_memory.memory import DEFAULT_NAMESPACE, Memory
+from gql_memory.memory.consolidation import Consolidation
 from gql_memory.memory.context.assembly import ALL_SECTIONS, Context, SectionKind
 from gql_memory.memory.episodes import Episodes
 from gql_memory.memory.extraction.pipeline import ExtractionPipeline
@@ -149,6 +150,11 @@ class AsyncMemoryStore:
         return self.memory.episodes
 
     @property
+    def consolidation(self) -> Consolidation:
+        """Merge duplicates, supersede changed facts, digest sessions; the journal; undo."""
+        return self.memory.consolidation
+
+    @property
     def graph(self) -> Graph:
         return self.memory.graph
 
@@ -235,6 +241,7 @@ class MemoryStore:
 
     Every attribute of the async store is here with the same name and signature: sub-objects
     (``working``, ``raw``, ``stale``, ``insights``, ``episodes``, ``graph``, ``extraction``,
+    ``consolidation``,
     ``scoped(namespace)``) come with blocking methods, and a call returns what the coroutine
     returned or raises what it raised. Safe to share between threads. ``close()`` stops the
     loop thread; using the store after it raises ``StoreClosedError`` (a RuntimeError).

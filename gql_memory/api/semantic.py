@@ -93,7 +93,8 @@ class Insight:
         description="Valid insights at least GQL_MEMORY_CONTRADICTION_SIMILARITY (default "
         "0.85) cosine-similar to this one, most similar first, at most 5: perhaps the same "
         "fact, changed. A hint, computed when selected: decide, and supersede with "
-        "addInsight(input: {supersedes}). Nothing is ever superseded automatically."
+        "addInsight(input: {supersedes}), or let consolidate do it. The same text stored "
+        "again is a duplicate, not listed here (consolidate merges it)."
     )
     async def possibly_contradicts(self, info: Info) -> list[PossibleContradiction]:
         found = await info.context.memory.insights.possible_contradictions(int(self.id))

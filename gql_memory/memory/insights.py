@@ -426,14 +426,23 @@ class Insights:
     ) -> builtins.list[PossibleContradiction]:
         """Valid insights at least GQL_MEMORY_CONTRADICTION_SIMILARITY similar to this one
         (cosine): perhaps the same fact, changed. A hint for the agent, which decides whether
-        to supersede; nothing is ever superseded automatically."""
+        to supersede (consolidation may, on request or on a schedule). The same text stored
+        again is a duplicate, not a contradiction: it is not listed."""
         insight_id = require_id(insight_id)
         vector = (await self.embeddings([insight_id])).get(insight_id)
         if vector is None:
             return []
-        hits = await self._nearest(vector_literal(vector), limit, None, exclude=insight_id)
+        this = await self.get(insight_id)
+        hits = await self._nearest(vector_literal(vector), limit + 1, None, exclude=insight_id)
         threshold = self.settings.contradiction_similarity
-        return [PossibleContradiction(h.insight, h.score) for h in hits if h.score >= threshold]
+        same = _plain(this.content) if this is not None else None
+        # the same text stored twice contradicts nothing: it is a duplicate (consolidation
+        # merges it)
+        return [
+            PossibleContradiction(h.insight, h.score)
+            for h in hits
+            if h.score >= threshold and _plain(h.insight.content) != same
+        ][:limit]
 
     async def delete(self, insight_id: Any) -> bool:
         """Erase one insight; False when there was none."""
@@ -447,6 +456,11 @@ class Insights:
                 conn, self.namespace, insight_ids=[row_id]
             ),
         )
+
+
+def _plain(content: str) -> str:
+    """A text without case, spacing and end punctuation: two restatements compare equal."""
+    return " ".join(content.casefold().split()).rstrip(".!")
 
 
 def _redacted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,7 +12,8 @@
 - ``consolidation_cursors`` holds where the scheduled pass of a namespace left off.
 
 Both tables are tenant tables: keyed by namespace first, under the row-level security policy
-of migration 0007, granted to the request role. The automatic entity upsert of migration 0010
+of migration 0007, granted to the request role; on a distributed database (Citus) they are
+distributed by namespace with the others at once. The automatic entity upsert of migration 0010
 returns the entity an alias stands for.
 
 Revision ID: 0017
@@ -141,6 +142,24 @@ def upgrade() -> None:
         )
     op.execute(f'GRANT USAGE, SELECT ON SEQUENCE consolidation_actions_id_seq TO "{role}"')
     op.execute(ENTITY_NODES.replace("RETURNED", "coalesce(n.merged_into, n.id)"))
+    _distribute_like_the_others()
+
+
+def _distribute_like_the_others() -> None:
+    """On a database `gql-memory distribute` already laid out, the new tenant tables join the
+    layout at once: distributed by namespace, co-located with raw_dialogue."""
+    bind = op.get_bind()
+    if not bind.exec_driver_sql("SELECT 1 FROM pg_extension WHERE extname = 'citus'").scalar():
+        return
+    distributed = bind.exec_driver_sql(
+        "SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'raw_dialogue'::regclass"
+    ).scalar()
+    if distributed:
+        for table in NEW_TABLES:
+            op.execute(
+                f"SELECT create_distributed_table('{table}', 'namespace', "
+                "colocate_with => 'raw_dialogue')"
+            )
 
 
 def downgrade() -> None:

@@ -258,6 +258,18 @@ FUZZ: dict[str, Target] = {
             }
         ),
     ),
+    "consolidate": Target(
+        "mutation($d: Boolean) { consolidate(dryRun: $d) { actions { id kind } } }",
+        {"d": True},
+        (("d",),),
+        st.fixed_dictionaries({}, optional={"d": st.one_of(st.booleans(), wrong_type, nasty_text)}),
+    ),
+    "undoConsolidation": Target(
+        "mutation($a: ID!) { undoConsolidation(actionId: $a) { restored } }",
+        {"a": "1"},
+        (("a",),),
+        st.fixed_dictionaries({"a": ident}),
+    ),
     "invalidateInsight": Target(
         "mutation($id: ID!, $at: DateTime) { invalidateInsight(id: $id, at: $at) { id } }",
         {"id": "1", "at": "2025-01-01T00:00:00Z"},

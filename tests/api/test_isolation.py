@@ -132,6 +132,13 @@ PROBES: dict[str, Probe] = {
         "{ id supersedes } }",
         {"r": "raw", "i": "insight"},
     ),
+    "consolidationHistory": Probe(
+        "{ consolidationHistory { edges { node { id kind targetId ids reason evidence } } } }"
+    ),
+    "consolidate": Probe("mutation { consolidate { insightsExamined actions { id kind ids } } }"),
+    "undoConsolidation": Probe(
+        "mutation($a: ID!) { undoConsolidation(actionId: $a) { restored } }", {"a": "action"}
+    ),
     "invalidateInsight": Probe(
         "mutation($id: ID!) { invalidateInsight(id: $id) { id content validTo } }",
         {"id": "insight"},
@@ -285,7 +292,12 @@ async def seed_namespace_a(api_a: LiveServer) -> dict[str, str]:
         f'relation: "knows", properties: {{k: "{MARKER}"}}}}) {{ id }} }}',
         {"a": node["addNode"]["id"], "b": node2["addNode"]["id"]},
     )
+    await api_a.data(  # a duplicate, merged by consolidation: a journaled action
+        f'mutation {{ addInsight(input: {{content: "{MARKER} secret insight"}}) {{ id }} }}'
+    )
+    consolidated = await api_a.data("mutation { consolidate { actions { id } } }")
     return {
+        "action": consolidated["consolidate"]["actions"][0]["id"],
         "session": session,
         "raw": raw_id,
         "working": results[-1]["addedId"],
@@ -380,6 +392,10 @@ async def test_namespace_b_never_sees_changes_or_learns_of_a(
     api_a = secure_api.with_key((await key_store.create(A, "read,write")).secret)
     api_b = secure_api.with_key((await key_store.create(B, "read,write")).secret)
     samples = await seed_namespace_a(api_a)
+    async with db.write() as conn:  # where A's scheduled consolidation left off
+        await conn.execute(
+            text("INSERT INTO consolidation_cursors (namespace) VALUES (:ns)"), {"ns": A}
+        )
     missing = missing_samples(samples)
     a_rows = await snapshot(db, A)
     assert all(count for count, _ in a_rows.values()), f"seed every layer of A: {a_rows}"

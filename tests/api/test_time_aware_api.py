@@ -185,6 +185,22 @@ async def test_similar_valid_insights_are_hinted_never_superseded(api: LiveServe
     assert still["insight"]["validTo"] is None  # a hint only
 
 
+async def test_the_same_insight_stored_twice_is_no_contradiction_of_itself(
+    api: LiveServer,
+) -> None:
+    first = await add_insight(api, PARIS)
+    again = await api.data(
+        "mutation($i: InsightInput!) { addInsight(input: $i) { id possiblyContradicts "
+        "{ similarity insight { id } } } }",
+        {"i": {"content": PARIS + "."}},
+    )
+    assert again["addInsight"]["possiblyContradicts"] == []  # a duplicate: consolidate merges
+    merged = await api.data("mutation { consolidate { actions { kind targetId ids } } }")
+    assert merged["consolidate"]["actions"] == [
+        {"kind": "MERGE", "targetId": first["id"], "ids": [again["addInsight"]["id"]]}
+    ]
+
+
 async def test_search_limited_to_a_period_of_raw_turns(api: LiveServer) -> None:
     turns = [
         ("2023-05-08T13:56:00Z", "I went camping by the lake"),

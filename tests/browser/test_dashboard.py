@@ -38,6 +38,7 @@ TURN = """mutation Turn($s: String!, $c: String!) {
 ACCESS = "mutation Access($id: ID!) { accessWorkingMemory(id: $id) { id } }"
 ARCHIVE = "mutation Archive($id: ID!) { archiveWorkingMemory(id: $id) { id } }"
 INSIGHT = "mutation Insight($c: String!) { addInsight(input: {content: $c}) { id } }"
+CONSOLIDATE = "mutation Tidy { consolidate { actions { id } } }"
 EDGE = """mutation Edge($r: String!, $sl: String!, $sn: String!, $tl: String!, $tn: String!) {
   addEdge(input: {relation: $r, source: {label: $sl, name: $sn},
                   target: {label: $tl, name: $tn}, createMissing: true}) { sourceId targetId }
@@ -61,6 +62,7 @@ def trusted_manifest() -> Iterator[Path]:
             "ACCESS": ACCESS,
             "ARCHIVE": ARCHIVE,
             "INSIGHT": INSIGHT,
+            "CONSOLIDATE": CONSOLIDATE,
             "EDGE": EDGE,
         }
     )
@@ -163,6 +165,9 @@ async def seed(api: LiveServer) -> dict[str, Any]:
         "Ada prefers concise answers with the code first",
     ):
         insights.append((await api.data(INSIGHT, {"c": content}))["addInsight"]["id"])
+    # stored twice: consolidation merges the second into the first
+    await api.data(INSIGHT, {"c": "Ada prefers concise answers with the code first"})
+    await api.data(CONSOLIDATE)
     edges = [
         ("works_on", "Person", "Ada", "Project", "gql-memory"),
         ("runs_on", "Project", "gql-memory", "Database", "PostgreSQL"),
@@ -219,6 +224,8 @@ async def test_the_dashboard_shows_sessions_stale_memory_search_and_the_graph(
         sessions = wait.until(lambda d: session_fills(d) if len(session_fills(d)) == 3 else None)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#stale-items tr[data-id]")))
         reasons = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#stale-items .reason")]
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#consolidation-actions tr[data-id]"))
+        consolidated = texts(browser, "#consolidation-actions tr[data-id] td")
         Select(browser.find_element(By.ID, "graph-node")).select_by_value(seeded["centre"])
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#graph-canvas .node")) >= 5)
         graph = texts(browser, "#graph-canvas .node .label")
@@ -231,6 +238,7 @@ async def test_the_dashboard_shows_sessions_stale_memory_search_and_the_graph(
         return {
             "sessions": sessions,
             "reasons": reasons,
+            "consolidated": consolidated,
             "graph": graph,
             "explanation": explanation,
         }
@@ -242,6 +250,8 @@ async def test_the_dashboard_shows_sessions_stale_memory_search_and_the_graph(
         "support": f"2/{CAPACITY}",
     }
     assert sorted(shown["reasons"]) == ["archived", "evicted (capacity)", "evicted (capacity)"]
+    assert shown["consolidated"][0] == "merged"
+    assert "merged into insight" in shown["consolidated"][1]
     assert {"gql-memory", "Ada", "PostgreSQL", "pgvector", "eu-west-1"} <= set(shown["graph"])
     assert shown["explanation"] == [
         "vector rank",

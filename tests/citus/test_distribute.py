@@ -68,6 +68,8 @@ def test_migrate_then_distribute_twice(fresh: str, citus_cluster: Cluster) -> No
         "session_state",
         "nodes",
         "edges",
+        "consolidation_actions",
+        "consolidation_cursors",
     }
     assert kinds == {**dict.fromkeys(tenant, "h"), "api_keys": "n", "embedding_config": "n"}
     groups = coordinator.psql(
@@ -77,7 +79,7 @@ def test_migrate_then_distribute_twice(fresh: str, citus_cluster: Cluster) -> No
     keys = coordinator.psql(
         "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = 2200", name
     )
-    assert keys == "8"  # restored
+    assert keys == "9"  # restored
 
 
 def test_distribute_refuses_a_database_without_citus(citus_cluster: Cluster) -> None:

@@ -40,6 +40,7 @@ from gql_memory.db import Database
 from gql_memory.db.embedded import EmbeddedPostgres, admin_url, start_embedded
 from gql_memory.db.migrate import upgrade
 from gql_memory.db.tables import TENANT_TABLES
+from gql_memory.embeddings import make_provider
 from gql_memory.embeddings.hashed import HashEmbedder
 from gql_memory.memory import Memory
 from gql_memory.memory.consolidation.schedule import ConsolidationWorker
@@ -300,12 +301,17 @@ async def _library_workload(db: Database, settings: Settings, root: Path) -> Non
     """What only the library and the operator's commands do, and a second namespace."""
     await library_writes(db, settings, root)
     await reembed(db, HashEmbedder(16), batch_size=2)
+    # the scheduled consolidation: its look for due namespaces reads every namespace (an
+    # operator's statement), each pass and cursor is one namespace's
+    await ConsolidationWorker(
+        db, make_provider(settings), settings.with_overrides(consolidation_interval_s=60)
+    ).run_once()
 
 
 async def library_writes(db: Database, settings: Settings, root: Path) -> None:
     """The library's writes in the second namespace ("tenant_b"): a turn, a working item, a
-    transcript imported twice, an insight and its duplicate consolidated, undone, and a
-    scheduled pass (tests/citus runs them on the cluster)."""
+    transcript imported twice, an insight and its duplicate consolidated and undone
+    (tests/citus runs them on the cluster)."""
     other = Memory(db, settings, "tenant_b")
     await other.raw.store("t", "Ana", "Ana flies to Madrid.")
     await other.working.add("remember Madrid", session_id="t")
@@ -321,9 +327,6 @@ async def library_writes(db: Database, settings: Settings, root: Path) -> None:
     report = await other.consolidation.run()
     await other.consolidation.undo(report.actions[0].id)
     await other.consolidation.history()
-    await ConsolidationWorker(
-        db, other.embedder, settings.with_overrides(consolidation_interval_s=60)
-    ).run_once()
 
 
 # --- the checks -----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class _Sentence:
 
 
 def sentences(turns: Sequence[Turn]) -> list[_Sentence]:
-    found = []
+    found: list[_Sentence] = []
     for turn in turns:
         for match in SENTENCE.finditer(turn.content):
             text = " ".join(match.group(0).split())

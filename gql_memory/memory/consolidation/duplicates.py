@@ -73,18 +73,28 @@ def statement_groups(candidates: Sequence[Candidate]) -> list[list[Candidate]]:
             i = parent[i]
         return i
 
-    by_key: dict[Any, list[Candidate]] = defaultdict(list)
+    def join(a: Candidate, b: Candidate) -> None:
+        first, second = sorted((root(a.id), root(b.id)), key=position.__getitem__)
+        if first != second:
+            parent[second] = first
+
+    by_fact: dict[Any, list[Candidate]] = defaultdict(list)
+    by_words: dict[frozenset[str], list[Candidate]] = defaultdict(list)
     for c in ordered:
-        if c.fact is not None:
-            by_key[("fact", c.fact, run_of.get(c.id))].append(c)
+        if c.fact is not None and c.fact.whole:
+            by_fact[(c.fact, run_of.get(c.id))].append(c)
         if len(c.wording.words) >= 2:
-            by_key[("words", c.wording.words, c.wording.names, run_of.get(c.id))].append(c)
-    for group in by_key.values():
+            by_words[c.wording.words].append(c)
+    for group in by_fact.values():
         for other in group[1:]:
-            a, b = root(group[0].id), root(other.id)
-            if a != b:
-                first, second = sorted((a, b), key=position.__getitem__)
-                parent[second] = first
+            join(group[0], other)
+    for group in by_words.values():
+        runs = _runs_in(group, run_of)
+        for i, c in enumerate(group):
+            for earlier in group[:i]:
+                if runs[earlier.id] == runs[c.id] and earlier.wording.same_as(c.wording):
+                    join(earlier, c)
+                    break
     members: dict[int, list[Candidate]] = defaultdict(list)
     for c in ordered:
         members[root(c.id)].append(c)
@@ -123,6 +133,18 @@ def plan(
             merged.update(m.id for m in kept)
     ordered = sorted(candidates, key=lambda c: (c.valid_from, c.id))
     return merges, _updates(ordered, merged, undone)
+
+
+def _runs_in(group: Sequence[Candidate], run_of: dict[int, int]) -> dict[int, int | None]:
+    """The run of one value each member of a same-words group belongs to: a member that
+    states no functional fact takes the run of the one before it (or the first one's)."""
+    known = [run_of[c.id] for c in group if c.id in run_of]
+    current = known[0] if known else None
+    runs: dict[int, int | None] = {}
+    for c in group:
+        current = run_of.get(c.id, current)
+        runs[c.id] = current
+    return runs
 
 
 def _runs(ordered: Sequence[Candidate]) -> dict[int, int]:

@@ -22,7 +22,6 @@ INITIAL = re.compile(r"^[A-Z]\.?$")
 class EntityNode:
     id: int
     name: str
-    degree: int  # valid edges
 
 
 @dataclass(frozen=True)
@@ -40,9 +39,8 @@ def _base(name: str) -> tuple[str, str | None]:
     return " ".join(words).casefold(), ("".join(initials) or None)
 
 
-def plan_entities(
-    found: Sequence[EntityNode], undone: set[tuple[int, int]]
-) -> list[PlannedEntityMerge]:
+def entity_groups(found: Sequence[EntityNode]) -> list[list[EntityNode]]:
+    """The groups of automatic entities that name one thing (two or more each)."""
     groups: dict[str, list[EntityNode]] = defaultdict(list)
     initials: dict[str, set[str]] = defaultdict(set)
     plain: set[str] = set()
@@ -57,13 +55,23 @@ def plan_entities(
         if letters is not None and (base not in plain or len(initials[base]) > 1):
             continue  # only one set of initials beside the plain name: the same person
         groups[base].append(node)
+    return [group for group in groups.values() if len(group) > 1]
+
+
+def plan_entities(
+    groups: Sequence[Sequence[EntityNode]], degrees: dict[int, int], undone: set[tuple[int, int]]
+) -> list[PlannedEntityMerge]:
+    """Each group's survivor (``degrees``: valid edges per node) and its aliases."""
     merges = []
-    for group in groups.values():
-        if len(group) < 2:
-            continue
+    for group in groups:
         ranked = sorted(
             group,
-            key=lambda n: (_base(n.name)[1] is not None, not n.name[:1].isupper(), -n.degree, n.id),
+            key=lambda n: (
+                _base(n.name)[1] is not None,
+                not n.name[:1].isupper(),
+                -degrees.get(n.id, 0),
+                n.id,
+            ),
         )
         survivor = ranked[0]
         aliases = tuple(n for n in ranked[1:] if (survivor.id, n.id) not in undone)

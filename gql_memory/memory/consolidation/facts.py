@@ -16,9 +16,9 @@ brother" are two subjects, "Carol" a third.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gql_memory.memory.consolidation.wording import SOFT_WORDS, strip_preamble
+from gql_memory.memory.consolidation.wording import SOFT_WORDS, strip_preamble, without_hedges
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class Fact:
     attribute: str
     value: str
     functional: bool
+    # False: read past a clause before the verb ("Ines had a birthday and is 37"): enough to
+    # update a fact, never to merge one (the clause would be lost with the merged text)
+    whole: bool = field(default=True, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -59,7 +62,10 @@ def _frame(attribute: str, functional: bool, *verbs: str) -> list[_Frame]:
         _Frame(
             attribute,
             functional,
-            re.compile(rf"^{SUBJECT}\s(?:{_NOW}){verb}(?:(?<=\s)|\s){_VALUE}{_END}"),
+            re.compile(
+                rf"^{SUBJECT}\s(?P<clause>(?:[\w'’-]+\s){{1,6}}and\s)?(?:{_NOW}){verb}"
+                rf"(?:(?<=\s)|\s){_VALUE}{_END}"
+            ),
         )
         for verb in verbs
     ]
@@ -73,7 +79,7 @@ def _possessive(attribute: str, functional: bool, *nouns: str) -> list[_Frame]:
             functional,
             re.compile(
                 rf"^(?P<subject>{_OWNER}|[Mm]y)(?:['’]s)?\s(?:new\s)?{noun}\s"
-                rf"(?:is|was changed to|changed to|has changed to){_NOW_AFTER}\s"
+                rf"(?:is|was changed to|changed to|has changed to|has become|became){_NOW_AFTER}\s"
                 rf"(?:named\s|called\s)?{_VALUE}{_END}"
             ),
         )
@@ -83,30 +89,74 @@ def _possessive(attribute: str, functional: bool, *nouns: str) -> list[_Frame]:
 
 _NOW_AFTER = r"(?:\s(?:now|currently))?"
 
+# The nouns that name a functional attribute when a subject's is stated or changed:
+# "<owner>'s <noun> is <value>", "<subject> changed their <noun> to <value>".
+POSSESSED: dict[str, str] = {
+    r"(?:home|hometown|home town|city)": "residence",
+    r"(?:employer|company)": "employer",
+    r"(?:job|job title|occupation|profession|role|position)": "occupation",
+    r"(?:girlfriend|boyfriend|wife|husband|partner|fianc[ée]e?)": "partner",
+    r"(?:phone number|phone|mobile number|mobile|number)": "phone",
+    r"(?:email address|email|e-mail address|e-mail)": "email",
+    r"(?:address|home address)": "address",
+    r"birthday": "birthday",
+    r"age": "age",
+    r"car": "car",
+    r"diet": "diet",
+    r"(?:relationship status|status)": "relationship",
+    r"(?:major|field of study|subject)": "studies",
+}
+_PETS = r"(?P<pet>dog|cat|puppy|kitten|pet|parrot|rabbit|hamster|horse)"
+_THEIR = r"(?:their|his|her|my)"
+
+
+def _changed(attribute: str, noun: str) -> _Frame:
+    """ "<subject> changed their <noun> (from <old>) to <value>"."""
+    return _Frame(
+        attribute,
+        True,
+        re.compile(
+            rf"^{SUBJECT}\s(?:has\s)?(?:changed|updated|switched)\s{_THEIR}\s{noun}\s"
+            rf"(?:from\s[^.!?;]+?\s)?to\s{_VALUE}{_END}"
+        ),
+    )
+
+
 FRAMES: list[_Frame] = [
     # possessives first: "Carol's favourite colour is a deep blue" is a favourite, not an "is"
-    *_possessive("residence", True, r"(?:home|hometown|home town|city)"),
-    *_possessive("employer", True, r"(?:employer|company)"),
-    *_possessive("occupation", True, r"(?:job|job title|occupation|profession|role)"),
-    *_possessive("partner", True, r"(?:girlfriend|boyfriend|wife|husband|partner|fianc[ée]e?)"),
-    *_possessive("phone", True, r"(?:phone number|phone|mobile number|number)"),
-    *_possessive("email", True, r"(?:email address|email|e-mail address|e-mail)"),
-    *_possessive("address", True, r"(?:address|home address)"),
-    *_possessive("birthday", True, r"birthday"),
-    *_possessive("age", True, r"age"),
-    *_possessive("car", True, r"car"),
-    *_possessive("diet", True, r"diet"),
-    *_possessive("status", True, r"(?:relationship status|status)"),
-    *_possessive("pet name", True, r"(?:dog|cat|pet|puppy|kitten)(?:['’]s name)?"),
+    *(f for noun, attribute in POSSESSED.items() for f in _possessive(attribute, True, noun)),
+    *(_changed(attribute, noun) for noun, attribute in POSSESSED.items()),
     # the favourite X: X is part of the attribute
     _Frame(
         "favourite",
         True,
         re.compile(
             rf"^(?P<subject>{_OWNER}|[Mm]y)(?:['’]s)?\s(?:new\s)?favou?rite\s"
-            rf"(?P<thing>[a-z]+(?:\s[a-z]+)?)\s(?:is|has become|became){_NOW_AFTER}\s"
-            rf"{_VALUE}{_END}"
+            rf"(?P<thing>[a-z]+(?:\s[a-z]+)?)\s(?:is|has become|became|changed to|"
+            rf"has changed to){_NOW_AFTER}\s{_VALUE}{_END}"
         ),
+    ),
+    # a pet's name: "Sam's dog is called Coco", "Rosa has a dog named Luna", "renamed their dog"
+    _Frame(
+        "name",
+        True,
+        re.compile(
+            rf"^(?P<subject>{_OWNER}|[Mm]y)(?:['’]s)?\s{_PETS}(?:['’]s name)?\s"
+            rf"(?:is|was)\s(?:now\s)?(?:named\s|called\s)?{_VALUE}{_END}"
+        ),
+    ),
+    _Frame(
+        "name",
+        True,
+        re.compile(
+            rf"^{SUBJECT}\s(?:has|owns|got|adopted)\s(?:a|an)\s(?:new\s)?{_PETS}\s"
+            rf"(?:named|called)\s{_VALUE}{_END}"
+        ),
+    ),
+    _Frame(
+        "name",
+        True,
+        re.compile(rf"^{SUBJECT}\s(?:has\s)?renamed\s{_THEIR}\s{_PETS}\s(?:to\s)?{_VALUE}{_END}"),
     ),
     *_frame(
         "residence",
@@ -120,31 +170,46 @@ FRAMES: list[_Frame] = [
         True,
         r"(?:works?|is working|has been working)\s(?:at|for)",
         r"is employed\s(?:at|by)",
-        r"has a job\sat",
+        r"has a (?:new\s)?job\sat",
         r"(?:joined|has joined|started working at|started at|got a job at|took a job at)",
+        r"(?:started|got|took|accepted|landed)\sa\snew\sjob\s(?:at|with)",
         r"left\s[^.!?;]+?\s(?:and|to)\s(?:joined|join|started at|start at|work at)",
+    ),
+    *_frame(
+        "diet",
+        True,
+        r"(?:is|has become|became|went|has gone|turned)\s(?:now\s)?(?:a\s)?(?=(?:vegetarian|vegan|"
+        r"pescatarian|flexitarian|keto|gluten-free|carnivore|omnivore)\b)",
+        r"(?:follows|is on|eats)\s(?:a\s)?(?=[\w-]+\sdiet\b)",
     ),
     *_frame(
         "occupation",
         True,
         r"works as\s(?:a|an)",
-        r"(?:became|has become|was promoted to|got promoted to)\s(?:a\s|an\s)?",
-    ),
-    *_frame(
-        "diet",
-        True,
-        r"(?:is|has become|became|went)\s(?:a\s)?(?=(?:vegetarian|vegan|pescatarian|"
-        r"flexitarian|keto|gluten-free|carnivore|omnivore)\b)",
-        r"(?:follows|is on|eats)\s(?:a\s)?(?=[\w-]+\sdiet\b)",
+        r"(?:became|has become|was promoted to|got promoted to|has been promoted to)"
+        r"\s(?:a\s|an\s)?",
     ),
     *_frame(
         "relationship",
         True,
-        r"(?:is|got)\s(?=(?:single|married|engaged|divorced|widowed|separated|dating)\b)",
-        r"is\s(?=in a relationship\b)",
+        r"(?:is|got)\s(?:now\s)?(?=(?:single|married|engaged|divorced|widowed|separated|"
+        r"dating)\b)",
+        r"is\s(?:now\s)?(?=in a relationship\b)",
     ),
-    *_frame("age", True, r"(?:is|turned)\s(?=\d+\b)"),
-    *_frame("car", True, r"(?:drives|bought|got)\s(?:a\s|an\s)?(?:new\s)?(?=[A-Z])"),
+    *_frame("age", True, r"(?:is|turned|has turned)\s(?:now\s)?(?=\d+\b)"),
+    *_frame(
+        "car",
+        True,
+        r"(?:drives|bought|got)\s(?:a\s|an\s)?(?:new\s)?(?=[A-Z])",
+        r"traded\s(?:in\s)?[^.!?;]+?\sfor\s(?:a\s|an\s)?(?:new\s)?",
+    ),
+    *_frame("phone", True, r"can be (?:reached|called|contacted) (?:at|on)"),
+    *_frame(
+        "studies",
+        True,
+        r"(?:studies|is studying|has been studying|switched to studying|majors in|"
+        r"is majoring in|is doing a degree in)",
+    ),
     # many values at once: merged when the same, never updated
     *_frame(
         "likes",
@@ -158,10 +223,29 @@ FRAMES: list[_Frame] = [
         r"(?:dislikes?|hates?|doesn't like|does not like|can't stand|cannot stand|detests?)",
     ),
     *_frame("speaks", False, r"(?:speaks?|is fluent in|can speak)"),
+    *_frame(
+        "allergic to",
+        False,
+        r"(?:is allergic to|am allergic to|has an allergy to|has allergies to|"
+        r"suffers from an allergy to)",
+    ),
     *_frame("has", False, r"(?:has|owns|have|own)"),
     *_frame("visited", False, r"(?:visited|has visited|went to|travelled to|traveled to)"),
     *_frame("is", False, r"is\s(?:a|an)"),
 ]
+
+# Said before a statement: when, and who reported it ("These days Felix's...", "Iris says
+# their favourite colour is..."), taken off before a fact is read.
+_WHEN = re.compile(
+    r"^(?:these days|nowadays|currently|lately|recently|at the moment|now|as of now),?\s+",
+    re.IGNORECASE,
+)
+_REPORTED = re.compile(
+    rf"^(?P<subject>{_OWNER}|I)\s(?:says?|said|mentioned|told me)\s(?:that\s)?"
+    rf"(?P<owner>their|his|her|my)\s"
+)
+# British and American spelling are one attribute
+_SPELLING = {"favorite": "favourite", "color": "colour", "colors": "colours"}
 
 _USER_WORDS = {"the user": "user", "user": "user", "i": "user", "my": "user", "me": "user"}
 _ARTICLES = {"a", "an", "the"}
@@ -170,7 +254,7 @@ _VALUE_FILLER = {"to", "go", "going"}
 
 def read_fact(text: str) -> Fact | None:
     """The fact a text states, or None when it is not one plain statement of a frame."""
-    statement = strip_preamble(text.strip())
+    statement = _spoken_plainly(without_hedges(strip_preamble(text.strip())))
     if not statement or len(statement) > 300 or statement.count(".") > 1 or "?" in statement:
         return None
     for frame in FRAMES:
@@ -183,9 +267,39 @@ def read_fact(text: str) -> Fact | None:
         groups = match.groupdict()
         attribute = frame.attribute
         if groups.get("thing"):
-            attribute = f"favourite {groups['thing'].lower()}"
-        return Fact(_normal_subject(match.group("subject")), attribute, value, frame.functional)
+            attribute = f"favourite {_respelled(groups['thing'].lower())}"
+        if groups.get("pet"):
+            attribute = f"{groups['pet'].lower()}'s name"
+        if attribute == "diet":
+            value = value.removesuffix(" diet")
+        if attribute == "age":
+            value = value.split()[0]
+        return Fact(
+            _normal_subject(match.group("subject")),
+            attribute,
+            _respelled(value),
+            frame.functional,
+            whole=not groups.get("clause"),
+        )
     return None
+
+
+def _spoken_plainly(statement: str) -> str:
+    """The statement without when or who said it: "These days Felix's favourite food is
+    ramen" -> "Felix's favourite food is ramen"; "Iris says their favourite colour is green"
+    -> "Iris's favourite colour is green"."""
+    statement = _WHEN.sub("", statement)
+    statement = statement[:1].upper() + statement[1:]
+    reported = _REPORTED.match(statement)
+    if reported is not None:
+        subject = reported.group("subject")
+        owner = "My" if subject == "I" or reported.group("owner") == "my" else f"{subject}'s"
+        statement = f"{owner} {statement[reported.end() :]}"
+    return statement
+
+
+def _respelled(words: str) -> str:
+    return " ".join(_SPELLING.get(w, w) for w in words.split())
 
 
 def _normal_subject(subject: str) -> str:

@@ -42,7 +42,8 @@ GROUP BY n.namespace ORDER BY n.namespace
 CURSOR_SQL = """
 INSERT INTO consolidation_cursors (namespace, insight_id, updated_at)
 SELECT CAST(:ns AS varchar), coalesce(max(id), 0), now() FROM insights WHERE namespace = :ns
-ON CONFLICT (namespace) DO UPDATE SET insight_id = EXCLUDED.insight_id, updated_at = now()
+ON CONFLICT (namespace) DO UPDATE SET insight_id = EXCLUDED.insight_id,
+    updated_at = EXCLUDED.updated_at
 """
 
 

@@ -29,6 +29,7 @@ from gql_memory.memory.consolidation.duplicates import (
 from gql_memory.memory.consolidation.entities import (
     EntityNode,
     PlannedEntityMerge,
+    entity_groups,
     plan_entities,
 )
 from gql_memory.memory.consolidation.llm import ChatWriter
@@ -62,13 +63,16 @@ SELECT kind, target_id, unnest(ids) AS id FROM consolidation_actions
 WHERE namespace = :ns AND undone_at IS NOT NULL
 """
 ENTITIES_SQL = """
-SELECT n.id, n.name,
-       (SELECT count(*) FROM edges e WHERE e.namespace = :ns AND e.valid_to IS NULL
-        AND (e.source_id = n.id OR e.target_id = n.id)) AS degree
-FROM nodes n
+SELECT n.id, n.name FROM nodes n
 WHERE n.namespace = :ns AND n.label = 'Entity' AND n.properties @> '{"auto": true}'
   AND n.merged_into IS NULL
 ORDER BY n.id
+"""
+# The valid edges of the entities that may be merged (to pick each group's survivor).
+DEGREES_SQL = """
+SELECT n.id, (SELECT count(*) FROM edges e WHERE e.namespace = :ns AND e.valid_to IS NULL
+              AND (e.source_id = n.id OR e.target_id = n.id)) AS degree
+FROM unnest(CAST(:ids AS bigint[])) AS n(id)
 """
 # Sessions quiet since :quiet_before, long enough, whose valid digest (if any) does not cover
 # their last turn.
@@ -236,10 +240,12 @@ class Consolidation:
                 "value": fact.value,
             }
         lowest = min(merge.similarities.values())
+        merged = ", ".join(str(i) for i in ids)
+        similarity = f"{lowest:.3f}" if len(ids) == 1 else f"at least {lowest:.3f}"
         reason = (
-            f"{len(ids)} duplicate(s) of insight {merge.survivor.id} merged into it: "
-            f"{'the same fact' if 'fact' in evidence else 'the same words'}, "
-            f"cosine similarity at least {lowest:.3f}"
+            f"insight{'s' if len(ids) > 1 else ''} {merged} merged into insight "
+            f"{merge.survivor.id}: {'the same fact' if 'fact' in evidence else 'the same words'}"
+            f", cosine similarity {similarity}"
         )
         return ConsolidationAction(
             ActionKind.MERGE, merge.survivor.id, ids, reason, evidence, changes=changes
@@ -361,9 +367,17 @@ class Consolidation:
     async def _plan_entities(self) -> tuple[list[EntityNode], list[PlannedEntityMerge]]:
         async with self.db.read() as conn:
             rows = (await conn.execute(text(ENTITIES_SQL), {"ns": self.namespace})).all()
+            found = [EntityNode(r.id, r.name) for r in rows]
+            groups = entity_groups(found)
+            if not groups:
+                return found, []
+            ids = [n.id for g in groups for n in g]
+            degrees = {
+                r.id: int(r.degree)
+                for r in await conn.execute(text(DEGREES_SQL), {"ns": self.namespace, "ids": ids})
+            }
             undone = (await self._undone(conn))[ActionKind.ENTITY_MERGE]
-        found = [EntityNode(r.id, r.name, int(r.degree)) for r in rows]
-        return found, plan_entities(found, undone)
+        return found, plan_entities(groups, degrees, undone)
 
     def _entity_action(
         self, merge: PlannedEntityMerge, changes: dict[str, Any]

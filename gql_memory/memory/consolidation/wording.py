@@ -13,15 +13,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gql_memory.memory.graph.autograph import entity_names
+from gql_memory.memory.graph.autograph import NOT_NAMES, entity_names
 
 # Words that change no fact: hedges, intensifiers, and the words of preambles.
 SOFT_WORDS = frozenset(
     """
     really definitely certainly truly actually basically genuinely absolutely totally very
-    quite pretty so also too still indeed honestly seriously surely
+    quite pretty so also too still indeed honestly seriously surely apparently obviously
+    clearly probably presumably reportedly evidently literally
     user users mentioned mention mentions noted note notes remember remembers reminder said
-    says told stated shared reported fyi
+    says told stated shared reported fyi fact
     """.split()
 )
 # What an extractor writes before a fact; taken off before a fact is read (facts.py).
@@ -34,6 +35,23 @@ PREAMBLE = re.compile(
     re.IGNORECASE,
 )
 USER_NAMES = frozenset({"User", "The User"})
+# Hedges and intensifiers between words ("Quinn is actually based in York"): taken out of a
+# statement before a fact is read (facts.py).
+HEDGE = re.compile(
+    r"\s(?:really|definitely|certainly|truly|actually|basically|genuinely|absolutely|totally|"
+    r"apparently|obviously|clearly|probably|presumably|reportedly|evidently|literally|"
+    r"indeed|honestly|seriously|surely|also|still)(?=\s)",
+    re.IGNORECASE,
+)
+# Capitalised words that name a time, not a person or a place: "Every August Eve goes
+# camping" and "Eve goes camping every August" name Eve alone.
+CALENDAR = frozenset(
+    """
+    January February March April May June July August September October November December
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mondays Tuesdays Wednesdays
+    Thursdays Fridays Saturdays Sundays Christmas Easter Every
+    """.split()
+)
 
 
 def strip_preamble(text: str) -> str:
@@ -43,13 +61,19 @@ def strip_preamble(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+def without_hedges(text: str) -> str:
+    return HEDGE.sub("", text)
+
+
 def names_in_order(text: str) -> tuple[str, ...]:
-    """The names a text mentions, in order, compared without case."""
-    return tuple(
-        name.casefold()
-        for name in entity_names(strip_preamble(text.strip()))
-        if name not in USER_NAMES
-    )
+    """The words of the names a text mentions, in order, without case (the user and the
+    words of time left out)."""
+    found: list[str] = []
+    for name in entity_names(strip_preamble(text.strip())):
+        if name in USER_NAMES:
+            continue
+        found += [w.casefold() for w in name.split() if w not in CALENDAR and w not in NOT_NAMES]
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -58,12 +82,26 @@ class Wording:
 
     words: frozenset[str]
     names: tuple[str, ...]
+    cased: bool  # written with capitals: its names can be told (not "in summer tomas cycles")
 
     @classmethod
     def of(cls, text: str, lexemes: Iterable[str], soft_lexemes: frozenset[str]) -> Wording:
-        return cls(frozenset(lexemes) - soft_lexemes, names_in_order(text))
+        return cls(frozenset(lexemes) - soft_lexemes, names_in_order(text), text != text.casefold())
+
+    def same_names(self, other: Wording) -> bool:
+        """The same names; with two or more, in the same order ("Carol called Dan" is not
+        "Dan called Carol"). A text in lower case alone tells no names: not compared."""
+        if not (self.cased and other.cased):
+            return True
+        if set(self.names) != set(other.names):
+            return False
+        return len(set(self.names)) < 2 or _firsts(self.names) == _firsts(other.names)
 
     def same_as(self, other: Wording) -> bool:
         """The same words and names: a restatement. Two words at least, so that a lone word
         never stands for a fact."""
-        return len(self.words) >= 2 and self.words == other.words and self.names == other.names
+        return len(self.words) >= 2 and self.words == other.words and self.same_names(other)
+
+
+def _firsts(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))

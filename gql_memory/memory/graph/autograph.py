@@ -1,7 +1,8 @@
 """The graph the memories build by themselves: each raw turn and insight gets a node, the
 turns of a session are chained by NEXT edges, insights point to their source turns
-(DERIVED_FROM), and the entities they name (speakers and capitalised names; no model, no
-download) become nodes linked to what mentions them (SPOKEN_BY, MENTIONS).
+(DERIVED_FROM), and the entities they name (speakers and capitalised names, less everyday
+words opening a sentence; no model, no download) become nodes linked to what mentions them
+(SPOKEN_BY, MENTIONS).
 
 Written in the transaction that stores the memories, in one statement per batch. Automatic
 nodes and edges carry ``{"auto": true}`` in their properties; they are ordinary graph rows
@@ -34,7 +35,7 @@ MAX_ENTITY_CHARS = 80
 # A run of capitalised words ("Caroline", "New York", "LGBTQ"); linear-time as written.
 NAME = re.compile(r"\b[A-Z][\w'’-]*(?:[ \t]+[A-Z][\w'’-]*)*")
 # Capitalised words that are no names: sentence openers (pronouns, articles, conjunctions,
-# greetings, fillers, contractions...). A run loses them at either end.
+# greetings, interjections, fillers, contractions...). A run loses them at either end.
 NOT_NAMES = frozenset(
     """
     I I'm I've I'd I'll Im Ive Id Ill Me My Mine Myself We We're We've Our Us You You're
@@ -50,22 +51,92 @@ NOT_NAMES = frozenset(
     Btw Actually Honestly Luckily Unfortunately Sometimes Recently Last Next Every Some All
     Any Many Most One Two First Nothing Everything Something Anything Sounds Speaking
     Remember Going Gonna Got Get Make Take Keep Check Try Look See Know Think Guess Hope Feel
-    Never Always Still Even Such Both Each Other Another Any More Much Very Too Again
+    Never Always Still Even Such Both Each Other Another More Much Very Too Again Whoa Woah
+    Yup Yay Yea Nah Aww Awww Woohoo Woo Ooh Ahh Uh Um Eh Hmm Mm Mmm Ha Hah Oof Ouch Ugh Phew
+    Oops Yikes Gosh Geez Jeez Dang Damn Alright Anytime Gotcha Lemme Wanna Gotta Kinda Y'all
+    BTW FYI TBH IMO IMHO IDK LOL OMG Omg
     """.split()
 )
+# Everyday words that open sentences: imperatives, verb forms, adverbs and connectives,
+# pronouns and numbers, and the nouns, adjectives and heading words a sentence leads with.
+# Alone at a sentence's start they are no names ("Remind me that...", "Noted:", "Nature
+# is..."); elsewhere, or leading a longer run ("Best Buy", "Art Nouveau"), a capital still
+# makes one a name. Words often names too (Will, May, Grace, Summer, Chase...) are left out.
+SENTENCE_OPENERS = frozenset(
+    """
+    Remind Book Call Send Schedule Buy Note Ask Tell Text Email Message Meet Visit Add Set
+    Cancel Find Show Give Bring Pick Grab Order Pay Read Write Watch Listen Wait Stop Start Go
+    Come Stay Enjoy Talk Catch Believe Appreciate Cherish Count Follow Hold Put Use Trust Agree
+    Imagine Consider Share Help Move Update Change Plan Pack Print Save Confirm Reply Answer
+    Contact Invite Reserve Rent Return Review Finish Create Build Learn Practice Cook Clean Open
+    Close Turn Run Walk Drive Fly Leave Explain Describe Suggest Recommend Compare List
+    Summarize Translate Draft Prepare Organize Remove Delete Forget Mind Hang Chat Need Want
+    Wish Bet Like Choose Avoid Focus Ensure Identify Research Select Provide Encourage Apply
+    Offer Incorporate Place Serve Click Develop Aim Monitor Explore Combine Reach Opt Engage
+    Establish Invest Repeat Divide Begin Include Adjust Track Prioritize Join Define Determine
+    Fill Attend Label Inspect Celebrate Wear Cut Increase Decide Discuss Search Capture Reflect
+    Seek Maintain Highlight Tap Analyze Consult Observe Allow Continue Gather Record Introduce
+    Utilize Assign Communicate Assess Optimize Enter Measure Evaluate Treat Replace Improve
+    Implement Arrange Collaborate Preheat Limit Install Reduce Familiarize Collect Categorize
+    Allocate Proceed Vary Stick Experiment Mix Store Water
+    Feels Looks Seems Reminds Makes Means Takes Gives Brings Turns Noted Booked Excited
+    Impressed Blessed Started Missed Finished Done Planned Tired Stressed Worried Thrilled
+    Pleased Surprised Amazed Confirmed Added Updated Fixed Saved Sent Scheduled Changed
+    Interested Used Based Made Lost Found Felt Heard Seen Met Took Went Came Bought Loved Joined
+    Checked Wanted Appreciated Inspired Bored Scared Shared Happened Mixed
+    Lately Hopefully Finally Basically Especially Seriously Thankfully Fortunately Usually
+    Obviously Clearly Apparently Probably Mostly Mainly Literally Personally Currently
+    Eventually Certainly Surely Only Highly Truly Quite Pretty Super Almost Already Instead
+    However Besides Plus Together Overall Later Soon Otherwise Meanwhile Anyways Whenever
+    Wherever Whatever Though Although Because Unless Ever Enough Somewhat Everywhere Apart Off
+    Out Up Down Over Back Once Twice Perhaps Additionally Ultimately Therefore Furthermore
+    Moreover Firstly Secondly Thirdly Lastly Regularly Simply Gradually Gently Similarly
+    Alternatively Consequently Nevertheless Nonetheless Accordingly Hence Thus Indeed Likewise
+    Initially Typically Generally Ideally Importantly Interestingly Surprisingly Naturally
+    Essentially Specifically Particularly Often Occasionally Frequently Slowly Carefully Quickly
+    Immediately Briefly Cheers Kudos Bravo Bummer
+    Everyone Everybody Someone Somebody Anyone Anybody Nobody None Lots Tons Few Several Less
+    Half Three Four Five Six Seven Eight Nine Ten
+    Life Family Nature Art Music People Things Friends Kids Stuff Time Work Way Happy Best Hard
+    Tough Crazy Lucky Cute Proud Busy Interesting Exciting Impressive Perfect Beautiful Fun
+    Funny Sad Bad Big Small Little Long Strong Simple Quick Easy Fine Fantastic Wonderful Lovely
+    Sweet Brilliant Incredible Step Steps Tip Tips Pros Cons Example Examples Option Options
+    Summary Overview Conclusion Introduction
+    """.split()
+)
+# Names that read like gerunds, kept at a sentence's start too ("Thanksgiving was fun.").
+NAMES_ENDING_ING = frozenset(
+    """
+    Thanksgiving Boeing Wyoming Darjeeling Peking Kunming Nanning Xining Kipling Rowling
+    Fleming Sterling Stirling Irving Ewing Harding Browning Manning Pershing Redding
+    """.split()
+)
+# "They've", "We'll", "Haven't": a contraction is no name.
+CONTRACTION = re.compile(r"(?:n['’]t|['’](?:ve|ll|re|d|m))$", re.IGNORECASE)
+# What ends a sentence, and what may stand between that end and the sentence's first word
+# (spaces, opening quotes and brackets, bullets, dashes). A period after an initial or a title
+# ends none ("J.K. Rowling", "Dr. Strange").
+SENTENCE_ENDS = ".!?:;\n"
+SENTENCE_LEADERS = " \t\"'“‘([*•·>–—-"
+ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Mt|Prof))\.$")
 ROLE_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "agent", "human", "ai", "bot"})
 
 
 def entity_names(content: str, speaker: str | None = None) -> list[str]:
-    """Names a text mentions: runs of capitalised words, less common words at either end;
-    the speaker is left out (linked as such). At most MAX_ENTITIES_PER_TEXT, in order."""
+    """Names a text mentions: runs of capitalised words, less common words at either end, and
+    not an everyday word alone at a sentence's start; the speaker is left out (linked as such).
+    At most MAX_ENTITIES_PER_TEXT, in order."""
+    text = content[:ENTITY_SCAN_CHARS]
     found: dict[str, None] = {}
-    for match in NAME.finditer(content[:ENTITY_SCAN_CHARS]):
+    for match in NAME.finditer(text):
         words = match.group(0).split()
-        while words and words[0] in NOT_NAMES:
+        first = words[0]
+        while words and is_common(words[0]):
             words = words[1:]
-        while words and words[-1] in NOT_NAMES:
+        while words and is_common(words[-1]):
             words = words[:-1]
+        if words == [first] and is_opener(first) and opens_sentence(text, match.start()):
+            continue
         name = " ".join(words).strip("'’-")
         if name.endswith(("'s", "’s")):
             name = name[:-2]  # "Caroline's" names Caroline
@@ -77,6 +148,42 @@ def entity_names(content: str, speaker: str | None = None) -> list[str]:
         if len(found) >= MAX_ENTITIES_PER_TEXT:
             break
     return list(found)
+
+
+def opens_sentence(text: str, start: int) -> bool:
+    """Whether the word at start opens a sentence: it opens the text, or follows . ! ? : ; or
+    a line break, past quotes, brackets, bullets and dashes."""
+    at = start
+    while at > 0 and text[at - 1] in SENTENCE_LEADERS:
+        at -= 1
+    if at == 0:
+        return True
+    return text[at - 1] in SENTENCE_ENDS and not ABBREVIATION.search(text, max(0, at - 5), at)
+
+
+def is_common(word: str) -> bool:
+    """A word that is no name wherever it stands: a sentence opener ("The", "I'm") or a
+    contraction ("They've")."""
+    if word in NOT_NAMES:
+        return True
+    return ("'" in word or "’" in word) and CONTRACTION.search(word) is not None
+
+
+def is_opener(word: str) -> bool:
+    """An everyday word that may open a sentence ("Remind", "Noted", "Nature's"), or a gerund
+    ("Booking", "Being"): a lowercase -ing word whose stem has a vowel and ends in neither j
+    nor q, as no English verb does (Beijing and Chongqing stay names), and no listed name."""
+    word = word.removesuffix("'s").removesuffix("’s")
+    if word in SENTENCE_OPENERS:
+        return True
+    stem = word.removesuffix("ing")
+    return (
+        stem != word
+        and stem[1:].islower()
+        and stem[-1] not in ("j", "q")
+        and any(letter in "aeiouy" for letter in stem.lower())
+        and word not in NAMES_ENDING_ING
+    )
 
 
 def speaker_entity(speaker: str) -> str | None:

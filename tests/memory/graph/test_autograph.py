@@ -25,6 +25,38 @@ def test_entities_are_capitalised_names_without_sentence_openers() -> None:
     assert entity_names("no names here, all lower case.") == []
 
 
+def test_sentence_initial_verbs_are_no_entities() -> None:
+    assert entity_names("Remind me that Alice is coming on Friday.") == ["Alice", "Friday"]
+    assert entity_names("Noted: Bob prefers the window seat.") == ["Bob"]
+    assert entity_names("Booking the Eurostar to Paris now.") == ["Eurostar", "Paris"]
+    assert entity_names("Booked! Planning is half the fun. Being there is the rest.") == []
+    assert entity_names("Call me. Send it! Schedule it? Buy milk; Note this.") == []
+
+
+def test_a_sentence_starts_after_punctuation_a_line_break_a_quote_or_a_bullet() -> None:
+    text = 'Ok: Remind me.\nBook it. "Call me," she said. (Send it.)\n- Buy milk\n* Noted\n1. Book'
+    assert entity_names(text) == []
+
+
+def test_a_name_opening_a_sentence_is_still_an_entity() -> None:
+    assert entity_names("Alice went home.") == ["Alice"]
+    assert entity_names("Caroline said she would come.") == ["Caroline"]
+    assert entity_names("Berlin is lovely. Beijing was hot.") == ["Berlin", "Beijing"]
+    assert entity_names("Melanie: see you at Thanksgiving!") == ["Melanie", "Thanksgiving"]
+    assert entity_names("Thanksgiving was fun.") == ["Thanksgiving"]
+
+
+def test_an_everyday_word_is_a_name_where_no_sentence_starts() -> None:
+    assert entity_names("I read Nature every week.") == ["Nature"]
+    assert entity_names("Best Buy has a sale.") == ["Best Buy"]  # it leads a longer name
+    assert "Big" in entity_names("Carrie married Mr. Big.")  # a title's period ends nothing
+
+
+def test_contractions_and_interjections_are_no_entities() -> None:
+    assert entity_names("They've met Zoe. We'll see. Haven't you?") == ["Zoe"]
+    assert entity_names("Woah Joanna, yup!") == ["Joanna"]
+
+
 def test_entity_extraction_is_bounded() -> None:
     many = " and ".join(f"Name{i}" for i in range(100))
     assert len(entity_names(many)) == 20

@@ -11,6 +11,7 @@ import { GraphView } from "./graph.js";
 import { MEMORY_EVENTS, STATS } from "./operations.js";
 import { SearchView } from "./search.js";
 import { SessionsView } from "./sessions.js";
+import { ConsolidationView } from "./consolidation.js";
 import { StaleView } from "./stale.js";
 
 const KEY_STORAGE = "gql-memory.apiKey";
@@ -43,6 +44,7 @@ class Dashboard {
     };
     this.sessions = new SessionsView(client, limits, report);
     this.stale = new StaleView(client, report);
+    this.consolidation = new ConsolidationView(client, report);
     this.search = new SearchView(client, report);
     this.graph = new GraphView(client, report);
     this.streams = { focused: "off", events: "off" };
@@ -129,6 +131,7 @@ class Dashboard {
     this.refreshStats();
     this.sessions.discover();
     this.stale.refresh();
+    this.consolidation.refresh();
     this.graph.refresh();
   }
 
@@ -142,6 +145,7 @@ class Dashboard {
     this.refreshStats();
     this.sessions.eventArrived(event);
     this.stale.eventArrived(event);
+    this.consolidation.eventArrived(event);
     this.graph.eventArrived(event);
   }
 

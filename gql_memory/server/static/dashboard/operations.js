@@ -71,3 +71,9 @@ export const NEIGHBORS = `query DashboardNeighbors($nodeId: ID!, $depth: Int!) {
     edges { id sourceId targetId relation }
   }
 }`;
+
+export const CONSOLIDATION = `query DashboardConsolidation {
+  consolidationHistory(first: 50) {
+    edges { node { id kind targetId ids reason createdAt undoneAt } }
+  }
+}`;
