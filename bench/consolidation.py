@@ -253,10 +253,12 @@ async def run(
     command = COMMAND + (f" --scale {scale} --rounds {rounds}" if scale else "")
     verdict = {True: "yes", False: "NO", None: "(reported)"}
     heading = [
-        "## Consolidation (issue 44): merges, supersessions, search after them, cost",
+        "## Consolidation",  # docs/consolidation.md links to it
         "",
-        f"Seeded corpus of bench/consolidation_corpus.py; embedder {embedder.name}/"
-        f"{embedder.model}; the consolidation settings' defaults. Reproduce with `{command}`.",
+        "Issue 44: merges of duplicates, supersessions of changed facts, search after them, "
+        "and the cost of a pass, on the seeded corpus of bench/consolidation_corpus.py; "
+        f"embedder {embedder.name}/{embedder.model}, the consolidation settings' defaults. "
+        f"Reproduce with `{command}`.",
         "",
         "| target | measured | met |",
         "| --- | --- | --- |",
