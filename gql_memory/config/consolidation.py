@@ -17,10 +17,11 @@ class ConsolidationSettings:
         "`python -m bench consolidation` with multilingual-e5-small.",
     )
     consolidation_interval_s: float = Field(
-        default=0.0,
+        default=3600.0,
         ge=0.0,
         description="Seconds between background consolidation passes over every namespace "
-        "with new insights, sessions or entities; 0 switches the schedule off (consolidate on "
+        "with new insights or newly quiet sessions (on since its precision held on the "
+        "bench: no false merge or supersession); 0 switches the schedule off (consolidate on "
         "demand with `gql-memory consolidate` or the consolidate mutation).",
     )
     consolidation_max_actions: int = Field(
