@@ -254,10 +254,10 @@ async def run(
     command += f" --scale {scale} --rounds {rounds}" if scale else ""
     verdict = {True: "yes", False: "NO", None: "(reported)"}
     heading = [
-        "## Consolidation",  # docs/consolidation.md links to it
+        # docs/consolidation.md links to this heading
+        "## Consolidation (issue 44): merges, supersessions, search after them, cost",
         "",
-        "Issue 44: merges of duplicates, supersessions of changed facts, search after them, "
-        "and the cost of a pass, on the seeded corpus of bench/consolidation_corpus.py; "
+        "On the seeded corpus of bench/consolidation_corpus.py; "
         f"embedder {embedder.name}/{embedder.model}, the consolidation settings' defaults. "
         f"Reproduce with `{command}`.",
         "",
