@@ -294,7 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cache", action="store_true", help="embed every fact loaded")
     parser.add_argument("--no-write", action="store_true", help="only print the section")
     args = parser.parse_args(argv)
-    settings = Settings().with_overrides(embedding_provider=args.embedder, statement_timeout_ms=0)
+    settings = Settings().with_overrides(
+        embedding_provider=args.embedder,
+        statement_timeout_ms=0,
+        consolidation_interval_s=0,  # no scheduled pass: the bench runs every pass it measures
+    )
     cache_dir = None if args.no_cache else args.cache_dir
     lines, errors, ok = run_async(run(settings, args.seed, args.scale, args.rounds, cache_dir))
     if not args.no_write and args.seed == SEED:  # the page holds the judged corpus only
