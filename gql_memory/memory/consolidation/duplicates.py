@@ -92,7 +92,11 @@ def statement_groups(candidates: Sequence[Candidate]) -> list[list[Candidate]]:
         runs = _runs_in(group, run_of)
         for i, c in enumerate(group):
             for earlier in group[:i]:
-                if runs[earlier.id] == runs[c.id] and earlier.wording.same_as(c.wording):
+                if (
+                    runs[earlier.id] == runs[c.id]
+                    and earlier.wording.same_as(c.wording)
+                    and not _facts_differ(earlier, c)
+                ):
                     join(earlier, c)
                     break
     members: dict[int, list[Candidate]] = defaultdict(list)
@@ -133,6 +137,12 @@ def plan(
             merged.update(m.id for m in kept)
     ordered = sorted(candidates, key=lambda c: (c.valid_from, c.id))
     return merges, _updates(ordered, merged, undone)
+
+
+def _facts_differ(a: Candidate, b: Candidate) -> bool:
+    """Both read as facts, and not the same one: the same words stand for two statements
+    ("User's favourite food is pizza" and "Will says their favourite food is pizza")."""
+    return a.fact is not None and b.fact is not None and a.fact != b.fact
 
 
 def _runs_in(group: Sequence[Candidate], run_of: dict[int, int]) -> dict[int, int | None]:

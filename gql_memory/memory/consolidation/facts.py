@@ -181,6 +181,8 @@ FRAMES: list[_Frame] = [
         r"(?:is|has become|became|went|has gone|turned)\s(?:now\s)?(?:a\s)?(?=(?:vegetarian|vegan|"
         r"pescatarian|flexitarian|keto|gluten-free|carnivore|omnivore)\b)",
         r"(?:follows|is on|eats)\s(?:a\s)?(?=[\w-]+\sdiet\b)",
+        r"(?:switched|changed|moved|went)\sfrom\s[^.!?;]+?\sto\s(?:a\s|an\s)?(?=(?:vegetarian|"
+        r"vegan|pescatarian|flexitarian|keto|gluten-free|carnivore|omnivore)\b)",
     ),
     *_frame(
         "occupation",
@@ -207,7 +209,7 @@ FRAMES: list[_Frame] = [
     *_frame(
         "studies",
         True,
-        r"(?:studies|is studying|has been studying|switched to studying|majors in|"
+        r"(?:studies|study|is studying|has been studying|switched to studying|majors in|"
         r"is majoring in|is doing a degree in)",
     ),
     # many values at once: merged when the same, never updated
@@ -244,6 +246,9 @@ _REPORTED = re.compile(
     rf"^(?P<subject>{_OWNER}|I)\s(?:says?|said|mentioned|told me)\s(?:that\s)?"
     rf"(?P<owner>their|his|her|my)\s"
 )
+# The first person as the frames read it: "I am engaged" as "I is engaged".
+_FIRST_PERSON = re.compile(r"^I(\s(?:am|have|do)\b|['’](?:m|ve)\b)")
+_THIRD = {" am": "is", " have": "has", " do": "does", "m": "is", "ve": "has"}
 # British and American spelling are one attribute
 _SPELLING = {"favorite": "favourite", "color": "colour", "colors": "colours"}
 
@@ -287,8 +292,10 @@ def read_fact(text: str) -> Fact | None:
 def _spoken_plainly(statement: str) -> str:
     """The statement without when or who said it: "These days Felix's favourite food is
     ramen" -> "Felix's favourite food is ramen"; "Iris says their favourite colour is green"
-    -> "Iris's favourite colour is green"."""
+    -> "Iris's favourite colour is green"; in the third person ("I am" -> "I is", as the
+    frames read it)."""
     statement = _WHEN.sub("", statement)
+    statement = _FIRST_PERSON.sub(lambda m: "I " + _THIRD[m.group(1).lstrip("'’")], statement)
     statement = statement[:1].upper() + statement[1:]
     reported = _REPORTED.match(statement)
     if reported is not None:

@@ -27,7 +27,8 @@ SOFT_WORDS = frozenset(
 )
 # What an extractor writes before a fact; taken off before a fact is read (facts.py).
 PREAMBLE = re.compile(
-    r"^(?:(?:note|remember|reminder|fyi|fact|update|memory)\s*[:\-–]\s*"
+    r"^(?:(?:note|remember|reminder|fyi|fact|update|memory|worth remembering|worth noting|"
+    r"good to know|important|for the record)\s*[:\-–]\s*"
     r"|remember(?:\sthat)?\s"
     r"|(?:the\s)?user\s(?:mentioned|said|says|noted|stated|shared|reported|told me|"
     r"mentions|explained|indicated)(?:\sthat)?\s"
@@ -35,6 +36,7 @@ PREAMBLE = re.compile(
     re.IGNORECASE,
 )
 USER_NAMES = frozenset({"User", "The User"})
+USER = re.compile(r"\b(?:I|I'm|I’m|I've|I’ve|my|me|mine|myself|users?)\b", re.IGNORECASE)
 # Hedges and intensifiers between words ("Quinn is actually based in York"): taken out of a
 # statement before a fact is read (facts.py).
 HEDGE = re.compile(
@@ -83,14 +85,23 @@ class Wording:
     words: frozenset[str]
     names: tuple[str, ...]
     cased: bool  # written with capitals: its names can be told (not "in summer tomas cycles")
+    # about the user ("I", "my", "the user"): the user is no name, and "user" a soft word
+    about_user: bool = False
 
     @classmethod
     def of(cls, text: str, lexemes: Iterable[str], soft_lexemes: frozenset[str]) -> Wording:
-        return cls(frozenset(lexemes) - soft_lexemes, names_in_order(text), text != text.casefold())
+        return cls(
+            frozenset(lexemes) - soft_lexemes,
+            names_in_order(text),
+            text != text.casefold(),
+            USER.search(strip_preamble(text.strip())) is not None,
+        )
 
     def same_names(self, other: Wording) -> bool:
         """The same names; with two or more, in the same order ("Carol called Dan" is not
         "Dan called Carol"). A text in lower case alone tells no names: not compared."""
+        if self.about_user != other.about_user:
+            return False
         if not (self.cased and other.cased):
             return True
         if set(self.names) != set(other.names):

@@ -249,3 +249,10 @@ async def test_a_sessions_digest_lends_its_turns_when_asked(
     trip, work = "The hotel in Lisbon is booked.", "The Lisbon office joins the call."
     assert lent[trip] > without[trip]  # the trip's digest is nearest the query
     assert lent[work] == without[work]  # the farthest digest lends nothing
+
+
+async def test_the_same_words_of_two_subjects_are_two_facts(clean: Memory) -> None:
+    """'will' is a stop word and 'User' a soft one: the words alone would be equal."""
+    await add(clean, "User's favourite food is pizza.", "Will says their favourite food is pizza.")
+    await add(clean, "I drink green tea in the morning.", "In the morning Will drinks green tea.")
+    assert (await clean.consolidation.run()).actions == []
