@@ -207,31 +207,29 @@ async def open(  # noqa: A001 - runtime.open(settings) reads as what it does
             if db.replicas is not None:
                 await db.replicas.start()
         backfill = None
-        if purpose is not Purpose.MAINTENANCE and settings.embedding_backfill_interval_s > 0:
-            # rows stored while the embedder was down get their vectors once it is back; the
-            # worker reads every namespace, so it works as the owner (the server's pool is
-            # the row-level security role's), on the primary
-            worker_db = Database(db.engine)
-            if purpose is Purpose.SERVER:
-                worker_db = Database.from_url(
-                    url, settings.with_overrides(db_pool_size=1, db_max_overflow=1)
-                )
-                stack.push_async_callback(worker_db.dispose)
-            backfill = BackfillWorker(worker_db, embedder, settings)
-            backfill.start()
-            stack.push_async_callback(backfill.stop)
-        if purpose is not Purpose.MAINTENANCE and settings.consolidation_interval_s > 0:
-            # scheduled consolidation (memory.consolidation.schedule) reads every namespace:
-            # as the owner, on the primary, on a pool of its own in a server
+        background = purpose is not Purpose.MAINTENANCE
+        if background and (
+            settings.embedding_backfill_interval_s > 0 or settings.consolidation_interval_s > 0
+        ):
+            # the background workers read every namespace, so they work as the owner (the
+            # server's pool is the row-level security role's), on the primary: in a server on
+            # a small pool of their own
             owner_db = Database(db.engine)
             if purpose is Purpose.SERVER:
                 owner_db = Database.from_url(
-                    url, settings.with_overrides(db_pool_size=1, db_max_overflow=1)
+                    url, settings.with_overrides(db_pool_size=2, db_max_overflow=1)
                 )
                 stack.push_async_callback(owner_db.dispose)
-            consolidation = ConsolidationWorker(owner_db, embedder, settings)
-            consolidation.start()
-            stack.push_async_callback(consolidation.stop)
+            if settings.embedding_backfill_interval_s > 0:
+                # rows stored while the embedder was down get their vectors once it is back
+                backfill = BackfillWorker(owner_db, embedder, settings)
+                backfill.start()
+                stack.push_async_callback(backfill.stop)
+            if settings.consolidation_interval_s > 0:
+                # duplicates merged, changed facts superseded (memory.consolidation.schedule)
+                consolidation = ConsolidationWorker(owner_db, embedder, settings)
+                consolidation.start()
+                stack.push_async_callback(consolidation.stop)
         yield Runtime(
             settings,
             url,

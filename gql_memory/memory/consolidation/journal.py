@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Row, text
@@ -67,30 +68,25 @@ def action_from_row(row: Row[Any] | Any) -> ConsolidationAction:
 async def record(
     conn: AsyncConnection,
     namespace: str,
-    kind: ActionKind,
-    target_id: int | None,
-    ids: Sequence[int],
-    reason: str,
-    evidence: dict[str, Any],
+    planned: ConsolidationAction,
     changes: dict[str, Any],
 ) -> ConsolidationAction:
+    """Journal an action as planned, with ``changes``: what stood before it."""
     row = (
         await conn.execute(
             text(INSERT_ACTION_SQL),
             {
                 "ns": namespace,
-                "kind": kind.value,
-                "target_id": target_id,
-                "ids": list(ids),
-                "reason": reason,
-                "evidence": json.dumps(evidence),
+                "kind": planned.kind.value,
+                "target_id": planned.target_id,
+                "ids": list(planned.ids),
+                "reason": planned.reason,
+                "evidence": json.dumps(planned.evidence),
                 "changes": json.dumps(changes),
             },
         )
     ).one()
-    return ConsolidationAction(
-        kind, target_id, tuple(ids), reason, evidence, row.id, row.created_at, None, changes
-    )
+    return replace(planned, id=row.id, created_at=row.created_at, changes=changes)
 
 
 async def lock_valid_insights(

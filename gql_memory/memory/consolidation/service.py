@@ -286,15 +286,10 @@ class Consolidation:
             )
             moved, closed = await journal.move_edges(conn, ns, moves)
             working, relinked = await journal.move_references(conn, ns, ids, survivor.id)
-            planned = self._merge_action(merge)
             return await journal.record(
                 conn,
                 ns,
-                planned.kind,
-                planned.target_id,
-                planned.ids,
-                planned.reason,
-                planned.evidence,
+                self._merge_action(merge),
                 {
                     "closed": ids,
                     "sources_before": list(survivor.source_ids),
@@ -350,15 +345,10 @@ class Consolidation:
                 SupersessionReason.UPDATED,
                 f"(SELECT valid_from FROM insights WHERE namespace = :ns AND id = {newer.id:d})",
             )
-            planned = self._update_action(update)
             return await journal.record(
                 conn,
                 ns,
-                planned.kind,
-                planned.target_id,
-                planned.ids,
-                planned.reason,
-                planned.evidence,
+                self._update_action(update),
                 {"closed": ids},
             )
 
@@ -429,15 +419,10 @@ class Consolidation:
                 ),
                 {"ns": ns, "s": merge.survivor.id, "ids": [a.id for a in aliases]},
             )
-            planned = self._entity_action(merge, {})
             return await journal.record(
                 conn,
                 ns,
-                planned.kind,
-                planned.target_id,
-                planned.ids,
-                planned.reason,
-                planned.evidence,
+                self._entity_action(merge, {}),
                 {"edges_moved": moved, "edges_closed": closed},
             )
 
@@ -537,14 +522,13 @@ class Consolidation:
                         SupersessionReason.UPDATED,
                         "greatest(valid_from, clock_timestamp())",
                     )
+            planned = ConsolidationAction(
+                ActionKind.DIGEST, digest.id, (last_turn,), reason, evidence
+            )
             return await journal.record(
                 conn,
                 self.namespace,
-                ActionKind.DIGEST,
-                digest.id,
-                (last_turn,),
-                reason,
-                evidence,
+                planned,
                 {"superseded": superseded},
             )
 
@@ -583,20 +567,6 @@ class Consolidation:
             has_next_page=len(rows) > limit,
             has_previous_page=after is not None,
         )
-
-    async def get(self, action_id: Any) -> ConsolidationAction | None:
-        action_id = require_id(action_id, "actionId")
-        async with self.db.read() as conn:
-            row = (
-                await conn.execute(
-                    text(
-                        f"SELECT {journal.ACTION_COLUMNS} FROM consolidation_actions "
-                        "WHERE namespace = :ns AND id = :id"
-                    ).columns(evidence=JSONB, changes=JSONB),
-                    {"ns": self.namespace, "id": action_id},
-                )
-            ).first()
-        return journal.action_from_row(row) if row else None
 
 
 def _unit(vector: Sequence[float]) -> np.ndarray[Any, Any]:
