@@ -88,13 +88,14 @@ class SearchSettings:
         "that the session that answers best lifts its other turns; 0 switches it off.",
     )
     search_digest_share: float = Field(
-        default=0.0,
+        default=0.2,
         ge=0.0,
         le=1.0,
         description="Within sessionShare, the raw turns of the candidate session whose digest "
         "(written by consolidation) is nearest the query gain this share of the best fused "
-        "score (the farthest digest nothing, the others in between); 0: off, the default "
-        "until it gains on both retrieval dev splits.",
+        "score (the farthest digest nothing, the others in between); chosen on both retrieval "
+        "dev splits with digests present (LoCoMo R@5/R@10 73.3/80.0 -> 74.0/80.6, "
+        "LongMemEval 62.8/81.7 -> 65.6/81.7); 0: off. Without digests it changes nothing.",
     )
     search_min_relevance: float = Field(
         default=0.0,

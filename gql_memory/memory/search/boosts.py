@@ -11,7 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from gql_memory.config import Settings
-from gql_memory.memory.search.legs_sql import DIGESTS_SQL, RAW_FACETS_SQL, graph_sql, statement
+from gql_memory.memory.search.legs_sql import (
+    RAW_FACETS_DIGESTS_SQL,
+    RAW_FACETS_SQL,
+    graph_sql,
+    statement,
+)
 from gql_memory.memory.search.types import LAYER_BY_NAME, Candidate, MemoryLayer, When
 from gql_memory.memory.working.decay import decay_params
 
@@ -49,11 +54,16 @@ async def share_sessions(
         not settings.search_session_share and not settings.search_speaker_boost and not digest_share
     ):
         return {}
-    rows = list(await conn.execute(statement(RAW_FACETS_SQL), {"ns": namespace, "ids": list(raw)}))
+    if digest_share:
+        facets = statement(RAW_FACETS_DIGESTS_SQL)
+        params = {"ns": namespace, "ids": list(raw), "vector": vector}
+    else:
+        facets, params = statement(RAW_FACETS_SQL), {"ns": namespace, "ids": list(raw)}
+    rows = list(await conn.execute(facets, params))
     best: dict[str, float] = {}
     for row in rows:
         best[row.session_id] = max(best.get(row.session_id, 0.0), raw[row.id].fused_score)
-    loans = await _digest_loans(conn, namespace, vector, best, digest_share) if digest_share else {}
+    loans = _digest_loans(rows, best, digest_share) if digest_share else {}
     share = settings.search_session_share
     for row in rows:
         raw[row.id].session_share = share * best[row.session_id] + loans.get(row.session_id, 0.0)
@@ -61,21 +71,14 @@ async def share_sessions(
     return {row.id: row.speaker for row in rows}
 
 
-async def _digest_loans(
-    conn: Any, namespace: str, vector: str | None, best: dict[str, float], share: float
-) -> dict[str, float]:
+def _digest_loans(rows: list[Any], best: dict[str, float], share: float) -> dict[str, float]:
     """What each candidate session's digest lends its turns: ``share`` of the best fused
     score, scaled by how near its digest is to the query among the candidate sessions'
     digests (the nearest lends it all, the farthest nothing). Sessions without a candidate
     turn are not brought in."""
-    rows = list(
-        await conn.execute(
-            statement(DIGESTS_SQL), {"ns": namespace, "sessions": list(best), "vector": vector}
-        )
-    )
-    if len(rows) < 2:
+    near = {row.session_id: float(row.similarity) for row in rows if row.similarity is not None}
+    if len(near) < 2:
         return {}
-    near = {row.session_id: float(row.similarity) for row in rows}
     low, high = min(near.values()), max(near.values())
     if high <= low:
         return {}

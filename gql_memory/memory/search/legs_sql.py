@@ -303,13 +303,16 @@ size_{layer.value.lower()} AS MATERIALIZED (
 RAW_FACETS_SQL = """
 SELECT id, session_id, speaker FROM raw_dialogue WHERE namespace = :ns AND id = ANY(:ids)
 """
-# The valid digests (consolidation) of the candidate sessions, and how near each is the query.
-DIGESTS_SQL = """
-SELECT digest_of AS session_id, max(1 - (embedding <=> CAST(:vector AS vector))) AS similarity
-FROM insights
-WHERE namespace = :ns AND digest_of = ANY(CAST(:sessions AS text[])) AND valid_to IS NULL
-  AND embedding IS NOT NULL
-GROUP BY digest_of
+# The same, with how near the valid digest (consolidation) of each one's session is the query.
+RAW_FACETS_DIGESTS_SQL = """
+SELECT r.id, r.session_id, r.speaker, d.similarity
+FROM raw_dialogue r
+LEFT JOIN LATERAL (
+    SELECT max(1 - (i.embedding <=> CAST(:vector AS vector))) AS similarity FROM insights i
+    WHERE i.namespace = :ns AND i.digest_of = r.session_id AND i.valid_to IS NULL
+      AND i.embedding IS NOT NULL
+) d ON true
+WHERE r.namespace = :ns AND r.id = ANY(:ids)
 """
 
 
