@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -74,40 +75,26 @@ async def _session(memory: Memory) -> None:
         await memory.raw.store("trip", "Maria", line, timestamp=start + timedelta(minutes=i))
 
 
-async def test_a_configured_chat_model_writes_the_digest(
-    db: Database, settings: Settings, chat: ScriptedChat
+@pytest.mark.parametrize(
+    ("status", "written_by"), [(200, "model"), (500, "extractive")], ids=["answers", "fails"]
+)
+async def test_a_chat_model_writes_the_digest_and_a_failing_one_leaves_the_extractive(
+    db: Database, settings: Settings, chat: ScriptedChat, status: int, written_by: str
 ) -> None:
     await truncate_all(db)
-    chat.status, chat.requests[:] = 200, []
+    chat.status, chat.requests[:] = status, []
     memory = Memory(
         db,
         settings.with_overrides(
-            consolidation_llm_base_url=chat.base_url, consolidation_llm_model="scripted-1"
+            consolidation_llm_base_url=chat.base_url, consolidation_llm_model=f"scripted-{status}"
         ),
     )
     await _session(memory)
     [action] = (await memory.consolidation.run()).actions
     digest = await memory.insights.get(action.target_id)
-    assert digest is not None and SCRIPTED in digest.content
-    assert action.evidence["written_by"] == "model"
-    [request] = chat.requests
-    assert request["model"] == "scripted-1"
+    assert digest is not None and "Lisbon" in digest.content
+    assert action.evidence["written_by"] == written_by
+    assert (SCRIPTED in digest.content) is (status == 200)
+    [request, *_] = chat.requests
+    assert request["model"] == f"scripted-{status}"
     assert "Lisbon for the conference in May" in request["messages"][-1]["content"]
-
-
-async def test_a_failing_chat_model_leaves_the_extractive_digest(
-    db: Database, settings: Settings, chat: ScriptedChat
-) -> None:
-    await truncate_all(db)
-    chat.status, chat.requests[:] = 500, []
-    memory = Memory(
-        db,
-        settings.with_overrides(
-            consolidation_llm_base_url=chat.base_url, consolidation_llm_model="scripted-2"
-        ),
-    )
-    await _session(memory)
-    [action] = (await memory.consolidation.run()).actions
-    digest = await memory.insights.get(action.target_id)
-    assert digest is not None and "Lisbon" in digest.content and SCRIPTED not in digest.content
-    assert action.evidence["written_by"] == "extractive" and chat.requests
