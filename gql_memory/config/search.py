@@ -79,6 +79,13 @@ class SearchSettings:
         le=100,
         description="How many of the best fused hits lend to their graph neighbours.",
     )
+    graph_propagation_max_chars: int = Field(
+        default=600,
+        ge=0,
+        description="A raw turn longer than this many characters neither lends nor borrows "
+        "in graph propagation: a short reply needs the turns around it, a long turn (an "
+        "assistant's answer) has its own subject; 0: every turn.",
+    )
     search_session_share: float = Field(
         default=0.2,
         ge=0.0,
@@ -120,6 +127,14 @@ class SearchSettings:
         "Caroline paint?\"), that speaker's turns score 1 + this times as much (speakerBoost; "
         "the default counts them twice): what a person does is told in their own turns; 0 "
         "switches it off.",
+    )
+    search_asker_speaker: str = Field(
+        default="user",
+        max_length=50,
+        description="The speaker who asks in the first person: a query that says I, me or my "
+        'and not you or we, and names no speaker, names this one for speakerBoost ("What '
+        "brand of shampoo do I use?\" is answered in the user's own turns, not in the "
+        "assistant's long replies). Matched in any case; empty: off.",
     )
     contradiction_similarity: float = Field(
         default=0.85,

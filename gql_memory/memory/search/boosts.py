@@ -26,13 +26,25 @@ def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> floa
     return min(session_boost + causal_boost, cap)
 
 
-def named_speakers(query: str, speakers: set[str]) -> set[str]:
-    """The speakers a query names, as whole words in any case ("what does caroline paint")."""
-    return {
+# Who a query speaks of when it names nobody: I (the asker), you (the one asked) or both.
+_FIRST_PERSON = re.compile(r"(?<!\w)(i|me|my|mine|myself)(?!\w)", re.IGNORECASE)
+_NOT_ASKER_ALONE = re.compile(
+    r"(?<!\w)(you|your|yours|yourself|we|us|our|ours|ourselves)(?!\w)", re.IGNORECASE
+)
+
+
+def named_speakers(query: str, speakers: set[str], asker: str = "") -> set[str]:
+    """The speakers a query names, as whole words in any case ("what does caroline paint").
+    A query naming none that speaks in the first person only ("What brand of shampoo do I
+    use?") names ``asker`` when it is one of ``speakers`` (in any case)."""
+    named = {
         s
         for s in speakers
         if len(s) > 1 and re.search(rf"(?<!\w){re.escape(s)}(?!\w)", query, re.IGNORECASE)
     }
+    if named or not asker or not _FIRST_PERSON.search(query) or _NOT_ASKER_ALONE.search(query):
+        return named
+    return {s for s in speakers if s.casefold() == asker.casefold()}
 
 
 async def share_sessions(
@@ -87,13 +99,18 @@ def _digest_loans(rows: list[Any], best: dict[str, float], share: float) -> dict
 
 
 def boost_speaker(
-    query: str, candidates: list[Candidate], speakers: dict[int, str], factor: float
+    query: str,
+    candidates: list[Candidate],
+    speakers: dict[int, str],
+    factor: float,
+    asker: str = "",
 ) -> None:
-    """speakerBoost: when the query names one speaker of the raw candidates, that
-    speaker's candidate turns score 1 + ``factor`` times as much: what a person did or said
-    is told in their own turns, far more often than in the other side's. (A turn that only
-    the graph brought is not a candidate: it keeps its loan as lent.)"""
-    named = named_speakers(query, set(speakers.values())) if factor else set()
+    """speakerBoost: when the query names one speaker of the raw candidates (by name, or
+    ``asker`` by speaking in the first person), that speaker's candidate turns score
+    1 + ``factor`` times as much: what a person did or said is told in their own turns, far
+    more often than in the other side's. (A turn that only the graph brought is not a
+    candidate: it keeps its loan as lent.)"""
+    named = named_speakers(query, set(speakers.values()), asker) if factor else set()
     if len(named) != 1:
         return
     for hit in candidates:
@@ -133,6 +150,7 @@ async def propagate_graph(
                 "lender_ids": [h.id for h in lenders],
                 "lender_scores": [h.lending_score for h in lenders],
                 "fanout": settings.graph_propagation_fanout,
+                "lend_max_chars": settings.graph_propagation_max_chars,
                 **decay_params(settings),
             },
         )

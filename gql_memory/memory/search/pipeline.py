@@ -173,7 +173,13 @@ class HybridSearch:
                 moments,
             )
         if speakers:
-            boost_speaker(request.query, candidates, speakers, self.settings.search_speaker_boost)
+            boost_speaker(
+                request.query,
+                candidates,
+                speakers,
+                self.settings.search_speaker_boost,
+                self.settings.search_asker_speaker,
+            )
         candidates.sort(key=lambda c: (-c.final_score, c.layer.value, c.id))
         cosines = [c.scores["vector"] for c in candidates if "vector" in c.scores]
         if elsewhere is not None:

@@ -121,6 +121,29 @@ async def test_graph_propagation_lends_to_the_next_turn(memory: Memory) -> None:
     }
 
 
+async def test_a_long_turn_neither_lends_nor_borrows(memory: Memory) -> None:
+    """GQL_MEMORY_GRAPH_PROPAGATION_MAX_CHARS: a long answer has its own subject. It takes no
+    loan from the question before it, and the short reply after it takes none from it."""
+    question = await memory.raw.store("chat", "user", "How do I repot a pottery cactus?")
+    long_answer = "Repotting a pottery cactus takes a few steps. " + "Water it lightly. " * 40
+    answer = await memory.raw.store("chat", "assistant", long_answer)
+    thanks = await memory.raw.store("chat", "user", "Thanks, will do!")
+    for i in range(12):
+        await memory.raw.store("other", "user", f"note {i} on groceries and errands")
+    assert len(long_answer) > memory.settings.graph_propagation_max_chars == 600
+    text_only = SearchWeights(vector=0, text=1)
+    hits = {h.id: h for h in await memory.search("pottery", layers=["RAW"], weights=text_only)}
+    assert hits[question.id].graph_boost == hits[answer.id].graph_boost == 0.0
+    assert thanks.id not in hits
+    every = memory.settings.with_overrides(graph_propagation_max_chars=0)
+    lent = {
+        h.id: h
+        for h in await Memory(memory.db, every).search("pottery", layers=["RAW"], weights=text_only)
+    }
+    assert lent[thanks.id].graph_source == (MemoryLayer.RAW, answer.id)
+    assert lent[question.id].graph_boost > 0 or lent[answer.id].graph_boost > 0
+
+
 async def test_weights_are_configurable_per_call(
     controlled: Memory, fake_openai: FakeOpenAI
 ) -> None:

@@ -105,6 +105,55 @@ def test_the_speakers_a_query_names() -> None:
     assert named_speakers("Carolines are rare; I think so", speakers) == set()  # whole words
 
 
+def test_a_question_in_the_first_person_names_the_asker() -> None:
+    """GQL_MEMORY_SEARCH_ASKER_SPEAKER: "I" is the asker, "you" or "we" is not the asker
+    alone, and a speaker named by name comes first."""
+    agent = {"user", "assistant"}
+    assert named_speakers("What brand of shampoo do I use?", agent, "user") == {"user"}
+    assert named_speakers("How old was I when my grandma gave me it?", agent, "User") == {"user"}
+    assert named_speakers("I'm sure I told you", agent, "user") == set()  # you: both sides
+    assert named_speakers("What did we discuss last week?", agent, "user") == set()
+    assert named_speakers("Where is the nearest museum?", agent, "user") == set()  # nobody
+    assert named_speakers("What brand of shampoo do I use?", agent, "") == set()  # off
+    assert named_speakers("Where did I go?", {"Caroline", "Mel"}, "user") == set()  # no asker
+    assert named_speakers("What did Caroline tell me?", {"Caroline", "user"}, "user") == {
+        "Caroline"
+    }
+    assert named_speakers("Did I see it, in mine?", {"USER", "bot"}, "user") == {"USER"}
+
+
+async def test_the_asker_s_own_turns_are_boosted(memory: Memory) -> None:
+    """An assistant's long reply full of the question's words does not bury the user's
+    short turn that holds the answer: the question is in the first person."""
+    for chatter in ("How was the hike?", "Great, the view was worth it.", "We use the bus."):
+        await memory.raw.store("t", "user", chatter)
+    said = await memory.raw.store("s", "user", "I use the Aesop brand of shampoo now.")
+    reply = await memory.raw.store(
+        "s",
+        "assistant",
+        "Choosing a shampoo brand: a good shampoo brand suits your hair; use a shampoo brand "
+        "without sulfates, and use it twice a week.",
+    )
+    text_only = SearchWeights(vector=0, text=1)
+    question = "What brand of shampoo do I use?"
+    # the speaker alone: no session share, no loans between the two
+    settings = memory.settings.with_overrides(search_session_share=0.0, graph_propagation=0.0)
+    memory = Memory(memory.db, settings)
+    hits = await memory.search(question, session_id=None, layers=["RAW"], weights=text_only)
+    assert [h.id for h in hits[:2]] == [said.id, reply.id]
+    assert hits[0].speaker_boost == 1.0 and hits[1].speaker_boost == 0.0
+    off = Memory(memory.db, settings.with_overrides(search_asker_speaker=""))
+    plain = await off.search(question, session_id=None, layers=["RAW"], weights=text_only)
+    assert [h.id for h in plain[:2]] == [reply.id, said.id]
+    asked_of_you = await memory.search(
+        "Which shampoo brand did you suggest I use?",
+        session_id=None,
+        layers=["RAW"],
+        weights=text_only,
+    )
+    assert all(h.speaker_boost == 0.0 for h in asked_of_you)
+
+
 async def test_the_speaker_a_query_names_is_boosted(memory: Memory) -> None:
     own = await memory.raw.store("a", "Caroline", "I paint abstract landscapes at night")
     other = await memory.raw.store("a", "Mel", "Caroline, your paintings of landscapes are great")
