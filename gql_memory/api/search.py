@@ -172,8 +172,9 @@ class SearchHit:
     )
     speaker_boost: float = strawberry.field(
         description="Raw turns: GQL_MEMORY_SEARCH_SPEAKER_BOOST (1.0) when the query names "
-        "the turn's speaker (and no other speaker of the candidates), else 0; finalScore is "
-        "multiplied by 1 + this."
+        "the turn's speaker (and no other speaker of the candidates), or speaks in the first "
+        "person and the turn's speaker is GQL_MEMORY_SEARCH_ASKER_SPEAKER (user), else 0; "
+        "finalScore is multiplied by 1 + this."
     )
     cosine: float | None = strawberry.field(
         description="Cosine similarity of the hit with the query, whichever leg found it "

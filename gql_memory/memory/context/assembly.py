@@ -440,7 +440,7 @@ def explain_hit(rank: int, hit: SearchHit) -> str:
     if hit.session_share:
         reason += f"; its session's best +{hit.session_share:.5f}"
     if hit.speaker_boost:
-        reason += f"; speaker named in the query x{1 + hit.speaker_boost:g}"
+        reason += f"; the query's speaker x{1 + hit.speaker_boost:g}"
     if hit.boost:
         reason += (
             f"; boost {hit.boost:.3f} (session {hit.session_boost:.3f}, "
