@@ -131,10 +131,11 @@ class SearchSettings:
     search_asker_speaker: str = Field(
         default="user",
         max_length=50,
-        description="The speaker who asks in the first person: a query that says I, me or my "
-        'and not you or we, and names no speaker, names this one for speakerBoost ("What '
-        "brand of shampoo do I use?\" is answered in the user's own turns, not in the "
-        "assistant's long replies). Matched in any case; empty: off.",
+        description="The speaker who asks in the first person: a query that says I or my (not "
+        "only me: 'Tell me about Paris' asks the assistant), not you or we, and names no "
+        'speaker names this one for speakerBoost ("What brand of shampoo do I use?" is '
+        "answered in the user's own turns, not in the assistant's long replies). Matched in "
+        "any case; empty: off.",
     )
     contradiction_similarity: float = Field(
         default=0.85,

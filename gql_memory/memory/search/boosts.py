@@ -27,7 +27,8 @@ def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> floa
 
 
 # Who a query speaks of when it names nobody: I (the asker), you (the one asked) or both.
-_FIRST_PERSON = re.compile(r"(?<!\w)(i|me|my|mine|myself)(?!\w)", re.IGNORECASE)
+# "me" alone is no sign: "Tell me about Paris" asks the assistant for what it knows.
+_FIRST_PERSON = re.compile(r"(?<!\w)(i|my|mine|myself)(?!\w)", re.IGNORECASE)
 _NOT_ASKER_ALONE = re.compile(
     r"(?<!\w)(you|your|yours|yourself|we|us|our|ours|ourselves)(?!\w)", re.IGNORECASE
 )
@@ -36,7 +37,8 @@ _NOT_ASKER_ALONE = re.compile(
 def named_speakers(query: str, speakers: set[str], asker: str = "") -> set[str]:
     """The speakers a query names, as whole words in any case ("what does caroline paint").
     A query naming none that speaks in the first person only ("What brand of shampoo do I
-    use?") names ``asker`` when it is one of ``speakers`` (in any case)."""
+    use?": I, my, mine or myself, and neither you nor we) names ``asker`` when it is one of
+    ``speakers`` (in any case)."""
     named = {
         s
         for s in speakers
