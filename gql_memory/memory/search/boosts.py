@@ -30,7 +30,7 @@ def bounded_boost(session_boost: float, causal_boost: float, cap: float) -> floa
 # "me" alone is no sign: "Tell me about Paris" asks the assistant for what it knows.
 _FIRST_PERSON = re.compile(r"(?<!\w)(i|my|mine|myself)(?!\w)", re.IGNORECASE)
 _NOT_ASKER_ALONE = re.compile(
-    r"(?<!\w)(you|your|yours|yourself|we|us|our|ours|ourselves)(?!\w)", re.IGNORECASE
+    r"(?<!\w)((?i:you|your|yours|yourself|we|our|ours|ourselves)|[Uu]s)(?!\w)"  # US: a country
 )
 
 

@@ -115,6 +115,8 @@ def test_a_question_in_the_first_person_names_the_asker() -> None:
     assert named_speakers("What did we discuss last week?", agent, "user") == set()
     assert named_speakers("Where is the nearest museum?", agent, "user") == set()  # nobody
     assert named_speakers("Tell me about Paris", agent, "user") == set()  # asks the assistant
+    assert named_speakers("Where in the US did I live?", agent, "user") == {"user"}
+    assert named_speakers("Did I tell us?", agent, "user") == set()
     assert named_speakers("What brand of shampoo do I use?", agent, "") == set()  # off
     assert named_speakers("Where did I go?", {"Caroline", "Mel"}, "user") == set()  # no asker
     assert named_speakers("What did Caroline tell me?", {"Caroline", "user"}, "user") == {
