@@ -338,15 +338,12 @@ def content_sql(layers: Iterable[MemoryLayer], vector: bool = False) -> str:
     )
 
 
-def _short_turn(layer: MemoryLayer, id_sql: str) -> str:
-    """The condition that raw turn ``id_sql`` is short enough to lend or borrow
-    (:lend_max_chars, 0: any); nothing for the other layers."""
+def _short_turn(layer: MemoryLayer, content_sql: str) -> str:
+    """The condition that a raw turn, whose content is ``content_sql``, is short enough to
+    lend or borrow (:lend_max_chars, 0: any); nothing for the other layers."""
     if layer is not MemoryLayer.RAW:
         return ""
-    return (
-        f" AND (:lend_max_chars = 0 OR (SELECT char_length(r.content) FROM raw_dialogue r"
-        f" WHERE r.namespace = :ns AND r.id = {id_sql}) <= :lend_max_chars)"
-    )
+    return f" AND (:lend_max_chars = 0 OR char_length({content_sql}) <= :lend_max_chars)"
 
 
 def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
@@ -367,7 +364,11 @@ def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
         f"SELECT l.layer, l.id, l.score, n.id AS node_id FROM lenders l JOIN nodes n "
         f"ON n.{LAYERS[layer].node_column} = l.id "
         f"WHERE l.layer = '{layer.value}' AND n.namespace = :ns "
-        f"AND n.{LAYERS[layer].node_column} IS NOT NULL{_short_turn(layer, 'l.id')}"
+        f"AND n.{LAYERS[layer].node_column} IS NOT NULL"
+        + _short_turn(
+            layer,
+            "(SELECT r.content FROM raw_dialogue r WHERE r.namespace = :ns AND r.id = l.id)",
+        )
         for layer in chosen
     )
     neighbour_memories = "\n        UNION ALL ".join(
@@ -376,7 +377,7 @@ def graph_sql(layers: Iterable[MemoryLayer], when: When | bool = False) -> str:
         f"JOIN {LAYERS[layer].table} m ON m.namespace = :ns "
         f"AND m.id = n.{LAYERS[layer].node_column} AND {LAYERS[layer].valid('m', when)} "
         f"WHERE n.namespace = :ns AND n.{LAYERS[layer].node_column} IS NOT NULL"
-        f"{_short_turn(layer, 'm.id')}"
+        f"{_short_turn(layer, 'm.content')}"
         for layer in chosen
     )
     hit_nodes = "\n        UNION ALL ".join(
